@@ -1,0 +1,57 @@
+"""neuronkit: see, explain and stop the recompiles of Hugging Face models on AWS Trainium.
+
+    import neuronkit as nk
+    report = nk.detect()
+    model = nk.load_model(nk.tiny_model())
+
+Names are imported on first use, so ``import neuronkit`` stays fast.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "detect": "device", "resolve_device": "device", "DeviceReport": "device",
+    "NeuronNotFoundError": "device",
+    "load_model": "models", "load_tokenizer": "models", "check_placement": "models",
+    "tiny_model": "models", "PlacementReport": "models",
+    "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shapes", "ShapeAudit": "shapes",
+    "generate": "generation", "GenerationResult": "generation", "pipeline": "generation",
+    "fixed_shape_args": "training", "FixedLengthCollator": "training",
+    "CompileEventsCallback": "training",
+    "merge_logs": "distributed", "rank_log_path": "distributed", "launch": "distributed",
+    "CompileEvent": "events", "CompileLog": "events", "LogFormatError": "events",
+    "CompileRecorder": "recorder",
+    "diagnose": "advice", "Advice": "advice",
+    "inspect_cache": "cache", "CacheReport": "cache",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
+    from .advice import Advice, diagnose
+    from .cache import CacheReport, inspect_cache
+    from .device import DeviceReport, NeuronNotFoundError, detect, resolve_device
+    from .distributed import launch, merge_logs, rank_log_path
+    from .events import CompileEvent, CompileLog, LogFormatError
+    from .generation import GenerationResult, generate, pipeline
+    from .models import PlacementReport, check_placement, load_model, load_tokenizer, tiny_model
+    from .recorder import CompileRecorder
+    from .shapes import Buckets, ShapeAudit, audit_shapes, plan_buckets
+    from .training import CompileEventsCallback, FixedLengthCollator, fixed_shape_args
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'neuronkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

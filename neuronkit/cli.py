@@ -1,0 +1,94 @@
+"""The ``neuronkit`` command line: doctor | demo | report LOG | cache [DIR]."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import doctor_report
+
+    print(doctor_report(cache_dir=args.cache_dir))
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from .cache import inspect_cache
+
+    print(inspect_cache(args.dir))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .events import CompileLog
+    from .report import format_report
+
+    log = CompileLog.load(args.log)
+    print(format_report(log))
+    if args.png:
+        from .charts import save_png, timeline
+
+        print(f"chart written to {save_png(timeline(log), args.png)}")
+    if args.chrome_trace:
+        print(f"Chrome trace written to {log.to_chrome_trace(args.chrome_trace)} "
+              "(open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(model=args.model, requests=args.requests, max_new_tokens=args.max_new_tokens,
+                    backend=args.backend, log_dir=args.log_dir)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neuronkit",
+        description="See, explain and stop recompiles of Hugging Face models on AWS Trainium.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"neuronkit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("doctor", help="versions, devices, compile backend, cache, known traps")
+    p.add_argument("--cache-dir", default=None, help="Neuron compile cache folder to summarise")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("demo", help="generate naive vs bucketed on a model and report the compiles")
+    p.add_argument("--model", default=None,
+                   help="model name or folder (default: the embedded tiny Qwen3)")
+    p.add_argument("--requests", type=int, default=12, help="number of prompts of mixed lengths")
+    p.add_argument("--max-new-tokens", type=int, default=8)
+    p.add_argument("--backend", default=None,
+                   help="compile backend off Neuron (default: $NEURONKIT_CPU_BACKEND or eager)")
+    p.add_argument("--log-dir", default=None, help="where to write the compile logs (JSONL)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("report", help="print the events, summary and advice of a compile log")
+    p.add_argument("log", type=Path, help="a compile log (JSONL) written by neuronkit")
+    p.add_argument("--png", type=Path, default=None, help="also save the timeline chart here")
+    p.add_argument("--chrome-trace", type=Path, default=None,
+                   help="also write a Chrome/Perfetto trace here")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("cache", help="summarise a Neuron compile cache folder (read-only)")
+    p.add_argument("dir", nargs="?", default=None,
+                   help="cache folder (default: from NEURON_CC_FLAGS or /var/tmp/neuron-compile-cache)")
+    p.set_defaults(func=cmd_cache)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"neuronkit {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
