@@ -15,7 +15,8 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "detect": "device", "resolve_device": "device", "DeviceReport": "device",
-    "NeuronNotFoundError": "device",
+    "NeuronNotFoundError": "device", "DeviceFallbackWarning": "device",
+    "DeviceMapWarning": "models", "PlacementWarning": "models", "ModelNotFoundError": "models",
     "load_model": "models", "load_tokenizer": "models", "check_placement": "models",
     "tiny_model": "models", "PlacementReport": "models",
     "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shapes", "ShapeAudit": "shapes",
@@ -34,11 +35,13 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .advice import Advice, diagnose
     from .cache import CacheReport, inspect_cache
-    from .device import DeviceReport, NeuronNotFoundError, detect, resolve_device
+    from .device import (DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect,
+                         resolve_device)
     from .distributed import launch, merge_logs, rank_log_path
     from .events import CompileEvent, CompileLog, LogFormatError
     from .generation import GenerationResult, generate, pipeline
-    from .models import PlacementReport, check_placement, load_model, load_tokenizer, tiny_model
+    from .models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
+                         check_placement, load_model, load_tokenizer, tiny_model)
     from .recorder import CompileRecorder
     from .shapes import Buckets, ShapeAudit, audit_shapes, plan_buckets
     from .training import CompileEventsCallback, FixedLengthCollator, fixed_shape_args

@@ -24,6 +24,8 @@ def mixed_prompts(count: int, seed: int = 0) -> list[str]:
 def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int = 8,
              backend: str | None = None, log_dir: str | None = None) -> int:
     """Run the demo and print its report; returns a process exit code."""
+    import torch
+
     from .device import detect
     from .events import CompileLog
     from .generation import generate
@@ -44,7 +46,8 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
     out = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="neuronkit-demo-"))
     out.mkdir(parents=True, exist_ok=True)
 
-    model_obj = load_model(model, dtype="float32" if report.device == "cpu" else "bfloat16")
+    model_obj = load_model(model, device=report.device,
+                           dtype="float32" if report.device == "cpu" else "bfloat16")
     tok = load_tokenizer(model)
     prompts = mixed_prompts(requests)
     lengths = [len(tok(p)["input_ids"]) for p in prompts]
@@ -55,6 +58,7 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
     runs = {"naive": None, "bucketed": plan_buckets(lengths, max_buckets=3)}
     walls: dict[str, float] = {}
     for name, buckets in runs.items():
+        torch.compiler.reset()  # each run starts with no compiled graphs
         title = "naive: pad each request to its own length" if buckets is None else \
             f"bucketed: pad to {list(buckets)} (chosen by plan_buckets)"
         with CompileRecorder(log_path=out / f"{name}.jsonl", backend=report.compile_backend) as rec:

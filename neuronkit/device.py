@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -16,6 +17,7 @@ from typing import Any
 
 CPU_BACKEND_ENV = "NEURONKIT_CPU_BACKEND"
 DEFAULT_CPU_BACKEND = "eager"
+BUILTIN_BACKENDS = ("eager", "aot_eager", "inductor")  # always registered by torch
 DEVICE_TYPES = ("neuron", "cuda", "cpu")
 
 INSTALL_HINT = (
@@ -106,9 +108,13 @@ def cpu_backend(requested: str | None = None) -> str:
     import torch
 
     backend = requested or os.environ.get(CPU_BACKEND_ENV) or DEFAULT_CPU_BACKEND
-    known = torch.compiler.list_backends(exclude_tags=())
-    if backend not in known:
-        raise ValueError(f"unknown compile backend {backend!r}; choose one of {sorted(known)}")
+    if backend in BUILTIN_BACKENDS:  # listing backends imports torch._dynamo: seconds
+        return backend
+    if backend not in torch.compiler.list_backends(exclude_tags=()):
+        common = ", ".join(b for b in sorted(torch.compiler.list_backends(exclude_tags=()))
+                           if "TESTING" not in b and "minifier" not in b)
+        raise ValueError(f"unknown compile backend {backend!r}; choose one of {common} "
+                         "(see torch.compiler.list_backends())")
     return backend
 
 
@@ -121,8 +127,9 @@ def detect(cpu_backend_name: str | None = None) -> DeviceReport:
     cuda = torch.cuda.is_available()
     versions = {"python": _python_version(), "torch": torch.__version__,
                 "transformers": _version("transformers"), "torch-neuronx": _version("torch-neuronx")}
-    if neuron is not None and getattr(neuron, "__version__", None) and not versions["torch-neuronx"]:
-        versions["torch-neuronx"] = str(neuron.__version__)
+    module = sys.modules.get("torch_neuronx")
+    if module is not None and getattr(module, "__version__", None) and not versions["torch-neuronx"]:
+        versions["torch-neuronx"] = str(module.__version__)
     notes: list[str] = []
     if count:
         device, backend, reason = "neuron", "neuron", ""

@@ -1,0 +1,342 @@
+"""Load models explicitly onto the device neuronkit chose, and build the embedded tiny model.
+
+``device_map="auto"`` does not see Neuron (accelerate has no neuron branch), so the whole model
+would land on CPU without a word. ``load_model`` always passes an explicit ``device_map`` and
+then checks that every parameter and buffer really sits on the intended device.
+
+``tiny_model()`` builds a tiny Qwen3 (107k parameters, 430 KB) with a byte-level BPE tokenizer trained
+offline on text shipped with the package, so everything works without a network.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .device import detect, resolve_device
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+HOME_ENV = "NEURONKIT_HOME"
+TINY_NAME = "tiny-qwen3"
+TINY_RECIPE = 1  # bump when the recipe below changes: existing builds are then rebuilt
+STAMP_FILE = "neuronkit-build.json"
+PAD, EOS = "<|pad|>", "<|endoftext|>"
+DTYPES = ("bfloat16", "float32", "float16", "auto")
+
+
+class DeviceMapWarning(UserWarning):
+    """``device_map="auto"`` was passed; neuronkit replaced it with an explicit device."""
+
+
+class PlacementWarning(UserWarning):
+    """Some parameters or buffers are not on the device the model was loaded for."""
+
+
+# --------------------------------------------------------------------------- the tiny model
+
+@contextlib.contextmanager
+def _quiet_progress(quiet: bool = True):
+    """Hide transformers' progress bars (a bar for a sub-second load is noise on stderr)."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    if quiet and was:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if quiet and was:
+            hf_logging.enable_progress_bar()
+
+
+def neuronkit_home(home: str | os.PathLike | None = None) -> Path:
+    """``home``, else ``$NEURONKIT_HOME``, else the user cache folder for neuronkit."""
+    if home is None:
+        home = os.environ.get(HOME_ENV)
+    if not home:
+        import platformdirs
+
+        home = platformdirs.user_cache_dir("neuronkit")
+    return Path(home).expanduser()
+
+
+def _corpus() -> list[str]:
+    text = resources.files("neuronkit").joinpath("data/corpus.txt").read_text(encoding="utf-8")
+    return [p.strip() for p in text.split("\n\n") if p.strip()]
+
+
+def _stamp() -> dict[str, Any]:
+    digest = hashlib.sha256("\n\n".join(_corpus()).encode()).hexdigest()[:16]
+    return {"recipe": TINY_RECIPE, "corpus_sha256": digest}
+
+
+def _is_built(folder: Path) -> bool:
+    try:
+        stamp = json.loads((folder / STAMP_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp == _stamp() and (folder / "model.safetensors").is_file()
+
+
+def _build_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=[PAD, EOS], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS,
+                                   model_max_length=2048)
+
+
+def _build_into(folder: Path) -> None:
+    """Write tokenizer, config, weights and generation config into ``folder`` (seeded)."""
+    import torch
+    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = _build_tokenizer()
+    pad_id, eos_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=16, max_position_embeddings=2048, tie_word_embeddings=True,
+                         pad_token_id=pad_id, bos_token_id=eos_id, eos_token_id=eos_id)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = Qwen3ForCausalLM(config).to(torch.float32).eval()
+    model.generation_config = GenerationConfig(do_sample=False, pad_token_id=pad_id,
+                                               eos_token_id=eos_id, bos_token_id=eos_id)
+    with _quiet_progress():
+        model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / STAMP_FILE).write_text(json.dumps(_stamp(), indent=2) + "\n")
+
+
+def tiny_model(home: str | os.PathLike | None = None) -> Path:
+    """Folder of the embedded tiny Qwen3 + tokenizer; built once (about a second), then reused.
+
+    It lives in ``<home>/tiny-qwen3`` (home: argument, ``$NEURONKIT_HOME``, or the user cache
+    folder). Concurrent first calls are safe: it is built in a temporary folder beside the
+    target under a file lock, then renamed into place.
+    """
+    from filelock import FileLock
+
+    root = neuronkit_home(home)
+    target = root / TINY_NAME
+    if _is_built(target):
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f"{TINY_NAME}.lock")):
+        if _is_built(target):  # another process finished it while we waited
+            return target
+        for leftover in root.glob(f".{TINY_NAME}-*"):  # from a build that was killed
+            shutil.rmtree(leftover, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{TINY_NAME}-", dir=root))
+        try:
+            _build_into(tmp)
+            tmp.chmod(0o755)  # mkdtemp makes it private; the model is not secret
+            if target.exists():  # stale or incomplete build from an older recipe
+                old = Path(tempfile.mkdtemp(prefix=f".{TINY_NAME}-old-", dir=root))
+                os.replace(target, old / TINY_NAME)
+                shutil.rmtree(old, ignore_errors=True)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+# --------------------------------------------------------------------------- placement
+
+@dataclass
+class PlacementReport:
+    """Where a model's parameters and buffers are, against where they should be."""
+
+    device: str
+    checked: int = 0
+    stragglers: dict[str, str] = field(default_factory=dict)  # tensor name -> its device
+
+    @property
+    def ok(self) -> bool:
+        return not self.stragglers
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"placement ok: all {self.checked} parameters and buffers are on {self.device}"
+        shown = [f"  {name} on {dev}" for name, dev in list(self.stragglers.items())[:10]]
+        more = len(self.stragglers) - len(shown)
+        if more:
+            shown.append(f"  ... and {more} more")
+        return (f"placement: {len(self.stragglers)} of {self.checked} parameters/buffers are not "
+                f"on {self.device}:\n" + "\n".join(shown))
+
+
+def _parse_device(device) -> tuple[str, int | None]:
+    """("neuron", 1) from "neuron:1" or a torch.device; works without torch-neuronx installed."""
+    kind, _, index = str(device).partition(":")
+    if not kind or (index and not index.isdigit()):
+        raise ValueError(f"not a device: {device!r}; use e.g. 'neuron', 'neuron:0', 'cpu'")
+    return kind, int(index) if index else None
+
+
+def _matches(actual, want: tuple[str, int | None]) -> bool:
+    kind, index = want
+    return actual.type == kind and (index is None or (actual.index or 0) == index)
+
+
+def check_placement(model: torch.nn.Module, device: str | torch.device | None = None
+                    ) -> PlacementReport:
+    """Check that every parameter and buffer of ``model`` is on ``device``.
+
+    ``device`` is a string or ``torch.device``; without an index (``"neuron"``) any index
+    matches. ``None`` means the device holding most of the tensors.
+    """
+    tensors = list(model.named_parameters()) + list(model.named_buffers())
+    if device is None:
+        counts: dict[str, int] = {}
+        for _, t in tensors:
+            counts[t.device.type] = counts.get(t.device.type, 0) + t.numel()
+        device = max(counts, key=counts.get) if counts else "cpu"
+    want = _parse_device(device)
+    stragglers = {name: str(t.device) for name, t in tensors if not _matches(t.device, want)}
+    return PlacementReport(device=str(device), checked=len(tensors), stragglers=stragglers)
+
+
+# --------------------------------------------------------------------------- loading
+
+class ModelNotFoundError(FileNotFoundError):
+    """A model or tokenizer was neither a local folder nor reachable on the Hugging Face Hub."""
+
+
+def _resolve_dtype(dtype):
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return dtype if dtype == "auto" else getattr(torch, dtype)
+    raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(map(repr, DTYPES))} "
+                     "or a torch.dtype such as torch.bfloat16")
+
+
+def _source(name_or_path) -> str:
+    return str(tiny_model()) if name_or_path is None else os.fspath(name_or_path)
+
+
+def _small_local(source: str, limit_mb: float = 100.0) -> bool:
+    """A local folder whose weights load in well under a second (no progress bar needed)."""
+    folder = Path(source)
+    if not folder.is_dir():
+        return False
+    size = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+    return size < limit_mb * 2**20
+
+
+def _not_found(what: str, name: str, exc: Exception) -> ModelNotFoundError:
+    local = Path(name).expanduser()
+    if local.is_dir():
+        tried = f"the local folder {local.resolve()} exists but could not be loaded as a {what}"
+    else:
+        tried = (f"no local folder {local.resolve()} exists, and the Hugging Face Hub lookup "
+                 f"for {name!r} failed (offline, or no such repository)")
+    return ModelNotFoundError(
+        f"cannot load {what} {name!r}: {tried}. Underlying error: {type(exc).__name__}: "
+        f"{str(exc).splitlines()[0] if str(exc) else ''}\nFix: pass an existing folder that "
+        "save_pretrained wrote, a Hub name reachable from here, or None for the embedded "
+        "tiny model (nk.tiny_model()).")
+
+
+def _device_map_auto(device: str, strict: bool) -> None:
+    report = detect()
+    if report.neuron_available:
+        msg = ("device_map='auto' does not see Neuron devices (accelerate's memory planner has "
+               "no neuron branch): the whole model would silently stay on CPU. Fix: pass "
+               "device_map='neuron' (or device='neuron'); neuronkit loads it with "
+               f"device_map={device!r} instead.")
+        if strict:
+            raise ValueError(msg)
+    else:
+        msg = ("device_map='auto' was passed; it cannot place anything on Neuron (none found "
+               f"here, and accelerate would ignore it anyway), so it would mean CPU. neuronkit "
+               f"passes the explicit device_map={device!r}. Fix: drop device_map and use "
+               "device=... instead.")
+    warnings.warn(msg, DeviceMapWarning, stacklevel=3)
+
+
+def load_model(name_or_path: str | os.PathLike | None = None, device: str | None = None,
+               dtype: str | torch.dtype = "bfloat16", *, strict: bool = False,
+               **kw: Any) -> PreTrainedModel:
+    """``AutoModelForCausalLM.from_pretrained`` with an explicit device and a placement check.
+
+    ``name_or_path``: folder or Hub name (None: the embedded tiny model). ``device``: as
+    ``resolve_device`` (None: neuron, else cuda, else cpu). ``dtype``: "bfloat16", "float32",
+    "float16", "auto" or a torch.dtype. ``strict=True`` raises instead of warning about
+    ``device_map="auto"`` and misplaced parameters. Other keywords go to ``from_pretrained``;
+    with ``distributed_config`` no device_map is passed (transformers places the shards).
+    Returns the model in eval mode.
+    """
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = _resolve_dtype(dtype)
+    device_map = kw.pop("device_map", None)
+    if type(device_map).__name__ == "device":  # a torch.device
+        device_map = str(device_map)
+    distributed = kw.get("distributed_config") is not None
+    if distributed and device_map is not None:
+        raise ValueError("device_map and distributed_config cannot be combined (transformers "
+                         "places the shards itself); drop device_map")
+    if device_map == "auto":
+        target = resolve_device(device)
+        _device_map_auto(target, strict)
+        device_map = target
+    elif isinstance(device_map, str):
+        target = resolve_device(device_map if device is None else device)
+        if device is not None and device_map != target:
+            raise ValueError(f"device={device!r} and device_map={device_map!r} disagree; "
+                             "pass only one")
+    elif device_map is None:
+        target = resolve_device(device)
+        device_map = None if distributed else target
+    else:  # an explicit per-module mapping: the caller decides, nothing single to check
+        target = None
+    if device_map is not None:
+        kw["device_map"] = device_map
+    source = _source(name_or_path)
+    if Path(source).is_dir() and not (Path(source) / "config.json").is_file():
+        raise ModelNotFoundError(f"cannot load model {source!r}: the folder exists but has no "
+                                 "config.json. Fix: pass the folder model.save_pretrained() wrote")
+    try:
+        with _quiet_progress(_small_local(source)):
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kw)
+    except OSError as exc:
+        raise _not_found("model", source, exc) from exc
+    if target is not None and not distributed:
+        report = check_placement(model, target)
+        if not report.ok:
+            if strict:
+                raise RuntimeError(str(report))
+            warnings.warn(str(report), PlacementWarning, stacklevel=2)
+    return model.eval()
+
+
+def load_tokenizer(name_or_path: str | os.PathLike | None = None) -> PreTrainedTokenizerBase:
+    """``AutoTokenizer.from_pretrained`` (None: the embedded tiny model's tokenizer)."""
+    from transformers import AutoTokenizer
+
+    source = _source(name_or_path)
+    try:
+        return AutoTokenizer.from_pretrained(source)
+    except OSError as exc:
+        raise _not_found("tokenizer", source, exc) from exc

@@ -1,0 +1,243 @@
+"""diagnose(): findings built from exact, hand-made compile events (plus one real recorded log)."""
+from __future__ import annotations
+
+import sys
+import warnings
+
+import pytest
+
+from neuronkit.advice import Advice, diagnose
+from neuronkit.events import CompileEvent, CompileLog
+
+
+def make_log(events: list[CompileEvent], wall: float | None = None) -> CompileLog:
+    log = CompileLog()
+    for e in events:
+        log.append(e)  # sets seq
+    log.wall_time_s = wall
+    return log
+
+
+def graphs(function: str, shapes: list[dict], start: float = 100.0, step: float = 1.0,
+           duration: float = 0.5, **kw) -> list[CompileEvent]:
+    """One compile event per input-shape dict: the first is ``first``, the rest ``recompile``."""
+    return [CompileEvent(function=function, input_shapes=s, started_at=start + i * step,
+                         duration_s=duration, kind="first" if i == 0 else "recompile", **kw)
+            for i, s in enumerate(shapes)]
+
+
+def find(advices: list[Advice], text: str) -> Advice:
+    hits = [a for a in advices if text in a.title]
+    assert len(hits) == 1, f"expected one finding with {text!r} in its title, got {advices}"
+    return hits[0]
+
+
+LENGTHS = [12, 40, 33, 100, 240, 17, 64]
+
+
+def length_log() -> CompileLog:
+    return make_log(graphs("forward", [{"input_ids": [8, n], "attention_mask": [8, n]}
+                                       for n in LENGTHS]))
+
+
+def test_varying_length_names_dimension_values_and_plan_buckets():
+    from neuronkit.shapes import plan_buckets
+
+    advices = diagnose(length_log())
+    a = find(advices, "input_ids dim 1")
+    assert a.severity == "warning"
+    assert "took 7 values (12..240) -> 7 graphs" in a.title
+    assert "attention_mask dim 1" in a.title  # changed together: one finding, not two
+    assert a.numbers["values"] == sorted(LENGTHS)
+    assert (a.numbers["min"], a.numbers["max"], a.numbers["graphs"]) == (12, 240, 7)
+    expected = list(plan_buckets(sorted(LENGTHS)).boundaries)
+    assert a.numbers["buckets"] == expected and a.numbers["bucket_source"] == "plan_buckets"
+    assert str(expected) in a.fix and "max_length" in a.fix and "buckets" in a.fix
+    assert not any("batch" in x.title for x in advices)
+
+
+def test_bucket_fallback_when_plan_buckets_fails(monkeypatch):
+    import neuronkit.shapes
+
+    def refuse(*args, **kwargs):
+        raise ValueError("no plan")
+
+    monkeypatch.setattr(neuronkit.shapes, "plan_buckets", refuse)
+    a = find(diagnose(length_log()), "input_ids dim 1")
+    assert a.numbers["buckets"] == [16, 32, 64, 128, 256]  # 12->16, 17->32, 33..64->64, ...
+    assert "powers of two" in a.detail and "no plan" in a.detail
+
+
+def test_bucket_fallback_when_shapes_module_is_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "neuronkit.shapes", None)  # import raises ImportError
+    a = find(diagnose(length_log()), "input_ids dim 1")
+    assert a.numbers["buckets"] == [16, 32, 64, 128, 256]
+    assert a.numbers["bucket_source"].startswith("powers of two")
+
+
+def test_last_partial_batch_suggests_drop_last():
+    shapes = [{"input_ids": [8, 64], "labels": [8, 64]}, {"input_ids": [3, 64], "labels": [3, 64]}]
+    events = graphs("forward", shapes)
+    events[1].context = "step 12"
+    advices = diagnose(make_log(events))
+    a = find(advices, "partial batch")
+    assert a.numbers["batch_size"] == 8 and a.numbers["partial_batch"] == 3
+    assert a.numbers["extra_graphs"] == 1 and a.numbers["events"] == [1]
+    assert "dataloader_drop_last=True" in a.fix
+    assert "step 12" in a.detail
+    assert not any("dim 1" in x.title for x in advices)  # the length never changed
+
+
+def test_batch_size_change_in_generation_suggests_fixed_batch_size():
+    shapes = [{"input_ids": [4, 1], "cache_position": [1]}, {"input_ids": [2, 1], "cache_position": [1]}]
+    a = find(diagnose(make_log(graphs("wrapper", shapes))), "batch size changed during generation")
+    assert a.numbers["values"] == [2, 4] and a.numbers["batch_size"] == 4
+    assert "batch_size=4" in a.fix
+
+
+def cache_reason(expected: int, actual: int) -> str:
+    return (f"tensor 'kwargs['past_key_values'].layers[0].keys' size mismatch at index 2. "
+            f"expected {expected}, actual {actual}")
+
+
+def test_static_cache_growth_from_reasons():
+    lengths = [12, 18, 40]
+    events = graphs("wrapper", [{}] * 3)
+    events[1].reasons = [cache_reason(12, 18)]
+    events[2].reasons = [cache_reason(12, 40), cache_reason(18, 40)]
+    a = find(diagnose(make_log(events)), "static cache length")
+    assert a.numbers["values"] == lengths and a.numbers["dim"] == 2
+    assert "changed 2 times (12, 18, 40) -> 3 graphs" in a.title
+    assert "buckets" in a.fix
+
+
+def test_cache_growing_every_token_suggests_static_cache():
+    n = 6
+    events = graphs("forward", [{"input_ids": [1, 1], "past_key_values.layers[0].keys": [1, 2, 10 + i, 16]}
+                                for i in range(n)])
+    advices = diagnose(make_log(events))
+    a = find(advices, "a graph per generated token")
+    assert a.severity == "critical"
+    assert a.numbers["values"] == list(range(10, 10 + n)) and a.numbers["graphs"] == n
+    assert "cache_implementation='static'" in a.fix
+    assert not any("static cache length" in x.title for x in advices)
+
+
+def test_limit_hit_is_critical_and_first():
+    events = graphs("forward", [{"x": [2, n]} for n in range(1, 9)])
+    events += [CompileEvent(function="forward", kind="limit_hit", input_shapes={"x": [2, 20 + i]},
+                            started_at=200.0 + i,
+                            reasons=["torch._dynamo hit config.recompile_limit (8)"]) for i in range(2)]
+    advices = diagnose(make_log(events))
+    assert advices[0].severity == "critical"
+    a = find(advices, "recompile limit hit")
+    assert a is advices[0]
+    assert a.numbers == {"function": "forward", "limit_hits": 2, "graphs": 8, "recompile_limit": 8,
+                         "shapes_seen": 10, "events": [8, 9]}
+    assert "recompile_limit" in a.fix and "10" in a.fix
+    lengths = find(advices, "x dim 1")
+    assert "10 values (1..21) -> 8 graphs + 2 run eagerly" in lengths.title
+
+
+def test_limit_value_from_the_recorders_note():
+    events = graphs("f", [{"x": [n]} for n in (1, 2, 3)])
+    events.append(CompileEvent(function="f", kind="limit_hit", input_shapes={"x": [4]},
+                               metrics={"limit": {"name": "recompile_limit", "value": 2}}))
+    a = find(diagnose(make_log(events)), "recompile limit hit")
+    assert a.numbers["recompile_limit"] == 2 and a.numbers["graphs"] == 3
+
+
+def test_compile_share_of_wall_time():
+    events = graphs("forward", [{"x": [4]}], duration=3.0)
+    high = find(diagnose(make_log(events, wall=10.0)), "compile time is")
+    assert high.severity == "warning" and "30%" in high.title
+    assert high.numbers["share"] == pytest.approx(0.3)
+    low = find(diagnose(make_log(events, wall=100.0)), "compile time is")
+    assert low.severity == "info" and "3%" in low.title
+    unknown = find(diagnose(make_log(events)), "compiling took")
+    assert unknown.numbers["compile_s"] == 3.0
+
+
+def test_ranks_that_compiled_different_graphs_are_flagged():
+    a_shape, b_shape = {"x": [4, 8]}, {"x": [4, 16]}
+    events = (graphs("forward", [a_shape, b_shape], rank=0)
+              + graphs("forward", [a_shape], rank=1, start=100.2))
+    a = find(diagnose(make_log(events)), "ranks compiled different graphs")
+    assert a.numbers["graphs_per_rank"] == {0: 2, 1: 1}
+    assert a.numbers["only_on_rank"] == {0: 1} and a.numbers["common"] == 1
+    assert "rank 0 alone compiled 1" in a.detail and "16" in a.detail
+    same = graphs("forward", [a_shape], rank=0) + graphs("forward", [a_shape], rank=1)
+    advices = diagnose(make_log(same))
+    assert not any("ranks" in x.title for x in advices)
+    assert find(advices, "shapes are static")  # one graph per function on each rank
+
+
+def test_static_shapes_is_an_info_finding():
+    events = graphs("forward", [{"x": [4, 8]}]) + graphs("loss", [{"y": [4]}], start=101.0)
+    advices = diagnose(make_log(events, wall=50.0))
+    assert [a.severity for a in advices] == ["info", "info"]
+    assert find(advices, "shapes are static").numbers["graphs"] == {"forward": 1, "loss": 1}
+
+
+def test_recompile_without_shape_change_quotes_the_guard():
+    events = graphs("forward", [{"x": [4]}, {"x": [4]}])
+    events[1].reasons = ["0/0: L['self'].training == True"]
+    a = find(diagnose(make_log(events)), "without an input shape change")
+    assert "training == True" in a.detail and a.numbers["graphs"] == 2
+
+
+def test_failed_compile_is_critical():
+    events = graphs("forward", [{"x": [4]}])
+    events.append(CompileEvent(function="forward", kind="failed", reasons=["BackendCompilerFailed: boom"]))
+    a = find(diagnose(make_log(events)), "failed")
+    assert a.severity == "critical" and "boom" in a.detail
+
+
+def test_findings_are_ordered_by_severity():
+    events = graphs("forward", [{"x": [8, n]} for n in (4, 5)], duration=5.0)
+    events.append(CompileEvent(function="forward", kind="limit_hit", input_shapes={"x": [8, 9]}))
+    severities = [a.severity for a in diagnose(make_log(events, wall=10.0))]
+    order = ["critical", "warning", "info"]
+    assert severities == sorted(severities, key=order.index)
+    assert severities[0] == "critical" and "warning" in severities
+
+
+def test_empty_log_and_bad_input():
+    (a,) = diagnose(CompileLog())
+    assert a.title == "no compile events" and a.severity == "info"
+    assert diagnose([])[0].title == "no compile events"
+    with pytest.raises(TypeError, match="CompileLog"):
+        diagnose("compile-log.jsonl")
+
+
+def test_advice_str_and_severity_check():
+    a = Advice("forward: 3 graphs", "x dim 1 took 3 values", "pad to buckets", "warning", {"n": 3})
+    text = str(a)
+    assert text.splitlines()[0] == "[warning] forward: 3 graphs"
+    assert "x dim 1 took 3 values" in text and "fix: pad to buckets" in text
+    with pytest.raises(ValueError, match="severity"):
+        Advice("t", "d", "f", "fatal")
+
+
+def test_real_recorded_log():
+    recorder = pytest.importorskip("neuronkit.recorder", reason="neuronkit.recorder not written yet")
+    import torch
+
+    def f(x, mask):
+        return (x * 2).sum(dim=1) + mask.sum()
+
+    torch.compiler.reset()
+    compiled = torch.compile(f, backend="eager", dynamic=False)
+    with warnings.catch_warnings():  # the recorder may warn about the limit; not under test here
+        warnings.simplefilter("ignore")
+        with torch._dynamo.config.patch(recompile_limit=3), recorder.CompileRecorder() as rec:
+            for n in (4, 7, 9, 7, 12):
+                compiled(torch.ones(2, n), torch.ones(2, n))
+    torch.compiler.reset()
+    advices = diagnose(rec.log)
+    assert advices[0].severity == "critical"
+    assert advices[0].numbers["recompile_limit"] == 3 and advices[0].numbers["limit_hits"] == 1
+    varying = [a for a in advices if a.numbers.get("dim") == 1]
+    assert len(varying) == 1, advices  # x and mask changed together: one finding
+    assert "mask dim 1" in varying[0].title
+    assert varying[0].numbers["values"] == [4, 7, 9, 12] and varying[0].numbers["graphs"] == 3

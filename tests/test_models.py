@@ -1,0 +1,312 @@
+"""The embedded tiny model, explicit loading, the device_map="auto" guard, placement checks."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import neuronkit as nk
+from neuronkit import models
+from neuronkit.device import DeviceFallbackWarning
+from neuronkit.models import DeviceMapWarning, ModelNotFoundError, PlacementWarning
+
+TEXT = "The river carried the boats down to the sea."
+
+
+# --------------------------------------------------------------------------- tiny_model
+
+def test_tiny_model_is_built_under_neuronkit_home(tiny_model_path, neuronkit_home):
+    assert tiny_model_path == neuronkit_home / "tiny-qwen3"
+    assert nk.tiny_model() == tiny_model_path  # no argument: $NEURONKIT_HOME
+    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json"):
+        assert (tiny_model_path / name).is_file(), name
+    assert (tiny_model_path / "model.safetensors").stat().st_size < 2_000_000
+
+
+def test_tiny_model_config_and_special_tokens_agree(tiny_model_path):
+    config = json.loads((tiny_model_path / "config.json").read_text())
+    gen = json.loads((tiny_model_path / "generation_config.json").read_text())
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    assert config["model_type"] == "qwen3"
+    assert (config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"],
+            config["num_key_value_heads"], config["head_dim"]) == (64, 2, 4, 2, 16)
+    assert config["vocab_size"] == len(tok)
+    assert tok.pad_token == "<|pad|>" and tok.eos_token == "<|endoftext|>"
+    assert tok.pad_token_id != tok.eos_token_id
+    assert config["pad_token_id"] == gen["pad_token_id"] == tok.pad_token_id
+    assert config["eos_token_id"] == gen["eos_token_id"] == tok.eos_token_id
+    assert config["bos_token_id"] == gen["bos_token_id"] == tok.eos_token_id
+    assert gen["do_sample"] is False
+    assert tok.decode(tok(TEXT).input_ids) == TEXT  # byte-level BPE round-trips
+
+
+def test_tiny_model_build_is_deterministic_and_leaves_global_rng_alone(tmp_path):
+    rng_before = torch.random.get_rng_state()
+    a, b = nk.tiny_model(tmp_path / "a"), nk.tiny_model(tmp_path / "b")
+    assert torch.equal(rng_before, torch.random.get_rng_state())
+    assert a != b
+    wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    assert wa.keys() == wb.keys() and len(wa) > 10
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert (a / "tokenizer.json").read_bytes() == (b / "tokenizer.json").read_bytes()
+    ta, tb = AutoTokenizer.from_pretrained(a), AutoTokenizer.from_pretrained(b)
+    assert ta(TEXT).input_ids == tb(TEXT).input_ids
+
+
+def test_tiny_model_reloads_and_generates(tiny_model_path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    assert type(model).__name__ == "Qwen3ForCausalLM"
+    assert 50_000 < model.num_parameters() < 500_000
+    batch = tok(["The old bridge", "A river begins as rain on the hill"], return_tensors="pt",
+                padding=True, padding_side="left")
+    kw = dict(max_new_tokens=6, min_new_tokens=6)
+    dynamic = model.generate(**batch, **kw)
+    static = model.generate(**batch, **kw, cache_implementation="static")
+    assert dynamic.shape == (2, batch.input_ids.shape[1] + 6)
+    assert torch.equal(dynamic, static)  # greedy: both caches give the same tokens
+    assert torch.equal(dynamic, model.generate(**batch, **kw))  # deterministic
+
+
+def test_built_model_is_reused_not_rebuilt(tiny_model_path, monkeypatch):
+    def refuse(folder):
+        raise AssertionError("tiny_model rebuilt a complete model")
+
+    monkeypatch.setattr(models, "_build_into", refuse)
+    assert nk.tiny_model() == tiny_model_path
+
+
+@pytest.mark.parametrize("damage", ["missing weights", "old recipe"])
+def test_incomplete_or_stale_build_is_replaced(tmp_path, damage):
+    path = nk.tiny_model(tmp_path)
+    if damage == "missing weights":
+        (path / "model.safetensors").unlink()
+    else:
+        (path / models.STAMP_FILE).write_text(json.dumps({"recipe": -1}))
+    assert nk.tiny_model(tmp_path) == path
+    assert (path / "model.safetensors").is_file()
+    assert models._is_built(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-qwen3", "tiny-qwen3.lock"]
+
+
+def test_leftovers_of_a_killed_build_are_removed(tmp_path):
+    (tmp_path / ".tiny-qwen3-killed").mkdir()
+    (tmp_path / ".tiny-qwen3-killed" / "config.json").write_text("{")
+    nk.tiny_model(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-qwen3", "tiny-qwen3.lock"]
+
+
+def test_concurrent_first_calls_build_once(tmp_path, monkeypatch):
+    real_build, builds = models._build_into, []
+
+    def slow_build(folder):
+        builds.append(folder)
+        time.sleep(0.3)  # keep the others waiting on the lock
+        real_build(folder)
+
+    monkeypatch.setattr(models, "_build_into", slow_build)
+    results, errors = [], []
+
+    def call():
+        try:
+            results.append(nk.tiny_model(tmp_path))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(builds) == 1 and set(results) == {tmp_path / "tiny-qwen3"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-qwen3", "tiny-qwen3.lock"]
+
+
+@pytest.mark.slow
+def test_two_processes_building_at_once(tmp_path, tiny_model_path):
+    code = "import neuronkit as nk; print(nk.tiny_model())"
+    env = {**os.environ, "NEURONKIT_HOME": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert {out.strip() for out, _ in outs} == {str(tmp_path / "tiny-qwen3")}
+    built = tmp_path / "tiny-qwen3" / "model.safetensors"
+    assert built.read_bytes() == (tiny_model_path / "model.safetensors").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-qwen3", "tiny-qwen3.lock"]
+
+
+# --------------------------------------------------------------------------- load_model
+
+@pytest.fixture
+def spy_from_pretrained(monkeypatch, tiny_model_path):
+    """Record the kwargs load_model passes; return a real tiny model loaded on CPU."""
+    real = AutoModelForCausalLM.from_pretrained
+    calls: list[dict] = []
+
+    def fake(source, **kw):
+        calls.append({"source": source, **kw})
+        kw = {k: v for k, v in kw.items() if k not in ("device_map", "distributed_config")}
+        return real(source, **kw)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", fake)
+    return calls
+
+
+def test_load_model_defaults(tiny_model_path, no_neuron):
+    with pytest.warns(DeviceFallbackWarning):
+        model = nk.load_model()
+    assert model.dtype == torch.bfloat16 and not model.training
+    assert model.name_or_path == str(tiny_model_path)
+    assert nk.check_placement(model, "cpu").ok
+
+
+def test_load_model_on_explicit_cpu_is_quiet(tiny_model_path, spy_from_pretrained):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = nk.load_model(tiny_model_path, device="cpu", dtype="float32")
+    assert model.dtype == torch.float32
+    assert spy_from_pretrained[0]["device_map"] == "cpu"
+
+
+@pytest.mark.parametrize("dtype,expected", [("float16", torch.float16), (torch.bfloat16, torch.bfloat16),
+                                            ("auto", torch.float32)])
+def test_load_model_dtypes(tiny_model_path, dtype, expected):
+    assert nk.load_model(tiny_model_path, device="cpu", dtype=dtype).dtype == expected
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "int8", 16, None])
+def test_bad_dtype_lists_the_valid_ones(dtype):
+    with pytest.raises(ValueError, match="unknown dtype") as err:
+        nk.load_model(device="cpu", dtype=dtype)
+    assert all(name in str(err.value) for name in ("'bfloat16'", "'float32'", "'auto'"))
+
+
+def test_missing_path_names_what_was_tried(tmp_path):
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(ModelNotFoundError) as err:
+        nk.load_model(missing, device="cpu")
+    msg = str(err.value)
+    assert str(missing) in msg and "no local folder" in msg and "Hub" in msg
+    assert isinstance(err.value, FileNotFoundError)
+    assert isinstance(err.value.__cause__, OSError)
+
+
+def test_missing_hub_name_offline(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelNotFoundError, match="Hugging Face Hub lookup for 'no-org/no-model'"):
+        nk.load_tokenizer("no-org/no-model")
+
+
+def test_folder_without_config(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="has no config.json"):
+        nk.load_model(tmp_path, device="cpu")
+
+
+def test_load_tokenizer(tiny_model_path, tmp_path):
+    tok = nk.load_tokenizer()
+    assert tok.pad_token == "<|pad|>" and len(tok) == nk.load_model(device="cpu").config.vocab_size
+    assert nk.load_tokenizer(tiny_model_path)(TEXT).input_ids == tok(TEXT).input_ids
+    with pytest.raises(ModelNotFoundError, match="cannot load tokenizer"):
+        nk.load_tokenizer(tmp_path / "missing")
+
+
+def test_device_map_auto_without_neuron_explains(no_neuron, spy_from_pretrained):
+    with pytest.warns(DeviceMapWarning, match="would mean CPU"):
+        model = nk.load_model(device="cpu", device_map="auto")
+    assert spy_from_pretrained[0]["device_map"] == "cpu"
+    assert nk.check_placement(model, "cpu").ok
+
+
+def test_device_map_auto_with_neuron_warns_with_the_fix(fake_neuron, spy_from_pretrained):
+    with pytest.warns(DeviceMapWarning, match="device_map='neuron'"), \
+            pytest.warns(PlacementWarning, match="not on neuron"):  # the spy returns a CPU model
+        nk.load_model(device_map="auto")
+    assert spy_from_pretrained[0]["device_map"] == "neuron"
+
+
+def test_device_map_auto_with_neuron_strict_raises(fake_neuron, spy_from_pretrained):
+    with pytest.raises(ValueError, match="does not see Neuron"):
+        nk.load_model(device_map="auto", strict=True)
+    assert spy_from_pretrained == []  # refused before loading anything
+
+
+def test_neuron_is_passed_explicitly_and_placement_checked(fake_neuron, spy_from_pretrained):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeviceFallbackWarning)
+        with pytest.raises(RuntimeError, match=r"parameters/buffers are not on neuron"):
+            nk.load_model(strict=True)  # the spy's model stayed on CPU: every tensor straggles
+    assert spy_from_pretrained[0]["device_map"] == "neuron"
+
+
+def test_distributed_config_means_no_device_map(spy_from_pretrained):
+    marker = object()
+    nk.load_model(device="cpu", distributed_config=marker)
+    assert "device_map" not in spy_from_pretrained[0]
+    assert spy_from_pretrained[0]["distributed_config"] is marker
+    with pytest.raises(ValueError, match="cannot be combined"):
+        nk.load_model(distributed_config=marker, device_map="cpu")
+
+
+def test_device_and_device_map_must_agree(spy_from_pretrained):
+    nk.load_model(device_map="cpu")
+    assert spy_from_pretrained[-1]["device_map"] == "cpu"
+    with pytest.raises(ValueError, match="disagree"):
+        nk.load_model(device="cpu", device_map="meta")
+
+
+# --------------------------------------------------------------------------- check_placement
+
+@pytest.fixture
+def cpu_model(tiny_model_path):
+    return AutoModelForCausalLM.from_pretrained(tiny_model_path)
+
+
+def test_check_placement_all_on_cpu(cpu_model):
+    report = nk.check_placement(cpu_model, "cpu")
+    n = len(list(cpu_model.parameters())) + len(list(cpu_model.buffers()))
+    assert report.ok and report.checked == n and report.stragglers == {}
+    assert str(report) == f"placement ok: all {n} parameters and buffers are on cpu"
+    assert nk.check_placement(cpu_model, torch.device("cpu", 0)).ok
+    assert nk.check_placement(cpu_model).ok  # None: the device most tensors are on
+
+
+def test_check_placement_reports_a_straggler(cpu_model):
+    cpu_model.model.norm.to("meta")
+    report = nk.check_placement(cpu_model)
+    assert not report.ok and report.device == "cpu"
+    assert report.stragglers == {"model.norm.weight": "meta"}
+    assert "1 of" in str(report) and "model.norm.weight on meta" in str(report)
+
+
+def test_check_placement_wrong_device_lists_everything_briefly(cpu_model):
+    report = nk.check_placement(cpu_model, "neuron:1")
+    assert len(report.stragglers) == report.checked > 10
+    text = str(report)
+    assert f"{report.checked} of {report.checked}" in text and "not on neuron:1" in text
+    assert f"and {report.checked - 10} more" in text
+
+
+def test_load_model_warns_on_stragglers(monkeypatch, cpu_model):
+    cpu_model.lm_head.to("meta")
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", lambda source, **kw: cpu_model)
+    with pytest.warns(PlacementWarning, match="lm_head.weight on meta"):
+        assert nk.load_model(device="cpu") is cpu_model
+    with pytest.raises(RuntimeError, match="lm_head.weight on meta"):
+        nk.load_model(device="cpu", strict=True)
+
+
+def test_check_placement_bad_device(cpu_model):
+    with pytest.raises(ValueError, match="not a device"):
+        nk.check_placement(cpu_model, "cpu:x")
