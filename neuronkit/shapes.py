@@ -108,8 +108,8 @@ def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
     ``padding`` is ``sum(bucket(n) - n)`` over the observed ``lengths`` (each one a request), so
     a length seen often weighs more. Each bucket is one graph to compile. Boundaries are observed
     lengths rounded up to ``multiple_of``; the largest always covers ``max(lengths)``. The answer
-    is exact (dynamic programming over the sorted distinct lengths, O(k^2 * max_buckets)); with
-    ``max_buckets`` it is the best plan with at most that many buckets. Ties go to fewer buckets.
+    is exact: dynamic programming over the k sorted distinct lengths, O(k^2), or O(k^2 * m) for
+    the best plan with at most ``max_buckets=m`` buckets. Ties go to fewer buckets.
     """
     if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
         raise TypeError(f"plan_buckets takes a list of positive int lengths, got {lengths!r}")
@@ -130,23 +130,44 @@ def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
     pre_c = np.concatenate([[0.0], np.cumsum(count)])
     pre_s = np.concatenate([[0.0], np.cumsum(count * cands)])
     k = len(cands)
-    m = k if max_buckets is None else min(max_buckets, k)
 
-    # best[b][i]: cheapest cover of the first i candidates with exactly b buckets (b = 1..m)
+    def group_cost(i: int) -> np.ndarray:
+        """Cost of one bucket at cands[i-1] holding candidates j..i-1, for every cut j < i."""
+        j = np.arange(i)
+        padded = cands[i - 1] * (pre_c[i] - pre_c[j]) - (pre_s[i] - pre_s[j])
+        return compile_cost_s + token_cost_s * padded
+
+    def pick(total: np.ndarray, buckets_used: np.ndarray) -> int:
+        """Index of the cheapest total; among (near-)ties the one with the fewest buckets."""
+        low = total.min()
+        tied = np.flatnonzero(total <= low + 1e-9 * max(1.0, abs(low)))
+        return int(tied[np.argmin(buckets_used[tied])])
+
+    if max_buckets is None or max_buckets >= k:
+        # best[i]: cheapest cover of the first i candidates, any number of buckets: O(k^2)
+        best, used, back = np.zeros(k + 1), np.zeros(k + 1, dtype=np.int64), [0] * (k + 1)
+        for i in range(1, k + 1):
+            total = best[:i] + group_cost(i)
+            j = pick(total, used[:i])
+            best[i], used[i], back[i] = total[j], used[j] + 1, j
+        chosen, i = [], k
+        while i > 0:
+            chosen.append(int(cands[i - 1]))
+            i = back[i]
+        return Buckets(chosen)
+
+    # best[b][i]: cheapest cover of the first i candidates with exactly b buckets: O(k^2 * m)
+    m = max_buckets
     best = np.full((m + 1, k + 1), np.inf)
     back = np.zeros((m + 1, k + 1), dtype=np.int64)
     best[0][0] = 0.0
     for i in range(1, k + 1):
-        j = np.arange(i)                                   # previous cut: candidates 0..j-1 done
-        group = cands[i - 1] * (pre_c[i] - pre_c[j]) - (pre_s[i] - pre_s[j])
-        step_cost = compile_cost_s + token_cost_s * group
+        cost = group_cost(i)
         for b in range(1, min(m, i) + 1):
-            total = best[b - 1][j] + step_cost
-            arg = int(np.argmin(total))
-            best[b][i], back[b][i] = total[arg], arg
-    finals = best[1:, k]
-    low = finals.min()
-    b = 1 + int(np.flatnonzero(finals <= low + 1e-9 * max(1.0, abs(low)))[0])  # fewest buckets
+            total = best[b - 1][:i] + cost
+            j = int(np.argmin(total))
+            best[b][i], back[b][i] = total[j], j
+    b = 1 + pick(best[1:, k], np.arange(m))
     chosen, i = [], k
     while b > 0:
         chosen.append(int(cands[i - 1]))
@@ -181,7 +202,7 @@ def _named_tensors(batch: Any) -> dict[Any, tuple[int, ...]]:
 
 @dataclass
 class ShapeAudit:
-    """Distinct shapes per key, which dims vary, and the graphs a ``dynamic=False`` compile builds."""
+    """Distinct shapes per key, the dims that vary, and the graphs ``dynamic=False`` would build."""
 
     shapes: dict[Any, list[tuple[int, ...]]]
     varying_dims: dict[Any, list[int]]

@@ -1,0 +1,202 @@
+"""Generation side by side: graphs, compile time and a Neuron projection for three recipes.
+
+One seeded workload of requests (each 1..4 prompts of 4..256 tokens, max_new_tokens from a small
+set, random arrival order) is served one request at a time, on CPU with the tiny model:
+
+  (a) transformers default: dynamic cache, nothing compiled;
+  (b) the usual static recipe: cache_implementation="static" + a forced compile (dynamic=False,
+      as on Neuron), no bucketing: the cache grows to the longest request so far and every new
+      (batch size, cache length) is a new graph;
+  (c) nk.generate with nk.plan_buckets on the workload's prompt lengths and a fixed batch size.
+
+torch's recompile_limit (8) is raised for the run so that (b) really compiles every graph it
+would compile on Neuron instead of silently falling back to eager.
+
+Projected Neuron time = measured execution time (wall minus compile seconds, on this CPU) +
+graphs x --compile-cost-s. Graphs for (b) and (c) are the decode graphs really compiled here; (a)
+compiles nothing, so its count is the distinct decode-step shapes it runs (its cache grows every
+token), i.e. what a dynamic=False compile of it would build. Prefill runs uncompiled in all three.
+
+    python bench/generation.py [--requests 48] [--compile-cost-s 60] [--seed 0]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+import warnings
+
+import torch
+from transformers import CompileConfig
+
+import neuronkit as nk
+from neuronkit.shapes import DEFAULT_TOKEN_COST_S
+
+NEW_TOKENS = (8, 16, 32)
+
+
+def workload(tok, requests: int, seed: int) -> list[tuple[list[str], int]]:
+    """[(prompts, max_new_tokens)] in arrival order; prompt lengths spread over 4..256 tokens."""
+    rng = random.Random(seed)
+    words = ("the cat sat on a mat while rain fell over quiet hills and rivers ran to the "
+             "sea").split()
+    source = tok(" ".join(rng.choice(words) for _ in range(600)))["input_ids"]
+    out = []
+    for _ in range(requests):
+        prompts = []
+        for _ in range(rng.randint(1, 4)):
+            n = int(round(4 * 64 ** rng.random()))          # log-uniform in 4..256
+            start = rng.randrange(len(source) - n)
+            prompts.append(tok.decode(source[start:start + n]).strip() or "the")
+        out.append((prompts, rng.choice(NEW_TOKENS)))
+    return out
+
+
+def fresh_model(path):
+    torch.compiler.reset()
+    return nk.load_model(path, device="cpu", dtype="float32")
+
+
+def padding_of(tok, prompts: list[str]) -> tuple[int, int]:
+    """(real prompt tokens, positions) when a request is left-padded to its longest prompt."""
+    lengths = [len(tok(p)["input_ids"]) for p in prompts]
+    return sum(lengths), len(lengths) * max(lengths)
+
+
+def run_default(path, tok, work) -> dict:
+    model = fresh_model(path)
+    tok.padding_side = "left"
+    shapes = set()
+
+    def hook(module, args, kwargs):
+        ids, cache = kwargs.get("input_ids"), kwargs.get("cache", kwargs.get("past_key_values"))
+        if ids is not None and ids.shape[1] == 1 and cache is not None:
+            shapes.add((ids.shape[0], cache.get_seq_length()))
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    real = pos = new = 0
+    t0 = time.perf_counter()
+    with nk.CompileRecorder() as rec:
+        for prompts, max_new in work:
+            enc = tok(prompts, return_tensors="pt", padding=True)
+            out = model.generate(**enc, max_new_tokens=max_new, do_sample=False)
+            new += count_new(out[:, enc["input_ids"].shape[1]:], tok)
+            r, p = padding_of(tok, prompts)
+            real, pos = real + r, pos + p
+    wall = time.perf_counter() - t0
+    handle.remove()
+    return dict(name="(a) transformers default", graphs=len(shapes), compiled=len(rec.events),
+                compile_s=rec.log.total_compile_s, wall=wall, new=new, waste=1 - real / pos,
+                note="graphs = distinct decode shapes (nothing compiled)")
+
+
+def run_static(path, tok, work, backend: str) -> dict:
+    model = fresh_model(path)
+    tok.padding_side = "left"
+    cc = CompileConfig(backend=backend, mode="default", dynamic=False)
+    cc._compile_all_devices = True
+    real = pos = new = 0
+    t0 = time.perf_counter()
+    with nk.CompileRecorder() as rec:
+        for prompts, max_new in work:
+            enc = tok(prompts, return_tensors="pt", padding=True)
+            out = model.generate(**enc, max_new_tokens=max_new, do_sample=False,
+                                 cache_implementation="static", compile_config=cc)
+            new += count_new(out[:, enc["input_ids"].shape[1]:], tok)
+            r, p = padding_of(tok, prompts)
+            real, pos = real + r, pos + p
+    wall = time.perf_counter() - t0
+    graphs = sum(1 for e in rec.events if e.kind in ("first", "recompile"))
+    return dict(name="(b) static cache + compile", graphs=graphs, compiled=graphs,
+                compile_s=rec.log.total_compile_s, wall=wall, new=new, waste=1 - real / pos,
+                note="no buckets; cache grows to the longest request")
+
+
+def run_neuronkit(path, tok, work, backend: str, buckets: nk.Buckets, batch_size: int) -> dict:
+    model = fresh_model(path)
+    real = pos = new = 0
+    t0 = time.perf_counter()
+    with nk.CompileRecorder() as rec:
+        for prompts, max_new in work:
+            res = nk.generate(model, tok, prompts, max_new_tokens=max_new, buckets=buckets,
+                              batch_size=batch_size, recorder=rec, backend=backend)
+            new += res.new_tokens
+            real += sum(len(tok(p)["input_ids"]) for p in prompts)
+            pos += sum(t.rows * t.bucket for t in res.timings)
+    wall = time.perf_counter() - t0
+    graphs = sum(1 for e in rec.events if e.kind in ("first", "recompile"))
+    return dict(name="(c) nk.generate + plan_buckets", graphs=graphs, compiled=graphs,
+                compile_s=rec.log.total_compile_s, wall=wall, new=new, waste=1 - real / pos,
+                note=f"{buckets!r}, batch {batch_size}")
+
+
+def count_new(new_ids, tok) -> int:
+    """New tokens per row up to and including eos (generate pads finished rows)."""
+    total = 0
+    for row in new_ids.tolist():
+        total += next((k + 1 for k, t in enumerate(row) if t == tok.eos_token_id), len(row))
+    return total
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=48)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compile-cost-s", type=float, default=60.0,
+                    help="seconds one graph takes to compile on Neuron (default 60)")
+    ap.add_argument("--token-cost-s", type=float, default=DEFAULT_TOKEN_COST_S,
+                    help="planner: device seconds per padded prompt token")
+    ap.add_argument("--max-buckets", type=int, default=None)
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--backend", default="eager", help="CPU compile backend (default eager)")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    torch._dynamo.config.recompile_limit = 1000     # let (b) compile what it would on Neuron
+    torch.manual_seed(0)
+
+    path = nk.tiny_model()
+    tok = nk.load_tokenizer(path)
+    work = workload(tok, args.requests, args.seed)
+    lengths = [len(tok(p)["input_ids"]) for prompts, _ in work for p in prompts]
+    buckets = nk.plan_buckets(lengths, max_buckets=args.max_buckets,
+                              compile_cost_s=args.compile_cost_s, token_cost_s=args.token_cost_s)
+    print(f"workload: {len(work)} requests, {len(lengths)} prompts, prompt tokens "
+          f"{min(lengths)}..{max(lengths)}, max_new_tokens from {NEW_TOKENS}, batch sizes "
+          f"{sorted({len(p) for p, _ in work})}; tiny model on CPU, backend {args.backend!r}, "
+          f"torch recompile_limit raised to 1000")
+    print(f"planner: {buckets!r} for {args.compile_cost_s:g} s/graph, {args.token_cost_s:g} "
+          f"s/padded token\n")
+
+    rows = [run_default(path, tok, work), run_static(path, tok, work, args.backend),
+            run_neuronkit(path, tok, work, args.backend, buckets, args.batch_size)]
+    head = (f"{'recipe':<32} {'graphs':>6} {'compile s':>9} {'wall s':>7} {'tok/s':>7} "
+            f"{'pad waste':>9} {'exec s':>7} {'projected Neuron s':>18}")
+    print(head + "\n" + "-" * len(head))
+    for r in rows:
+        r["exec"] = max(r["wall"] - r["compile_s"], 0.0)
+        r["projected"] = r["exec"] + r["graphs"] * args.compile_cost_s
+        print(f"{r['name']:<32} {r['graphs']:>6} {r['compile_s']:>9.1f} {r['wall']:>7.1f} "
+              f"{r['new'] / r['wall']:>7.1f} {r['waste']:>9.0%} {r['exec']:>7.1f} "
+              f"{r['projected']:>18.0f}   {r['note']}")
+    a, b, c = rows
+    print(f"\nprojection = execution measured here + graphs x {args.compile_cost_s:g} s per "
+          "graph (a Neuron compile cost given on the command line; nothing ran on Neuron)")
+    ratio = b["graphs"] / max(c["graphs"], 1)
+    print(f"graphs: (b)/(c) = {b['graphs']}/{c['graphs']} = {ratio:.1f}x;"
+          f" (a)/(c) = {a['graphs'] / max(c['graphs'], 1):.1f}x")
+    print(f"projected Neuron time: (a)/(c) = {a['projected'] / c['projected']:.1f}x, "
+          f"(b)/(c) = {b['projected'] / c['projected']:.1f}x")
+    goals = {
+        f"(c) graphs <= its buckets ({len(buckets)})": c["graphs"] <= len(buckets),
+        "(c) compiles strictly fewer graphs than (b)": c["graphs"] < b["graphs"],
+        "(c) has the lowest projected Neuron time": c["projected"] < min(a["projected"],
+                                                                        b["projected"]),
+    }
+    for goal, ok in goals.items():
+        print(f"{'PASS' if ok else 'FAIL'}  {goal}")
+    return 0 if all(goals.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

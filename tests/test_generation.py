@@ -1,0 +1,274 @@
+"""nk.generate (bucketed static shapes, real compiles with the eager backend) and nk.pipeline."""
+from __future__ import annotations
+
+import random
+import types
+import warnings
+
+import pytest
+import torch
+
+import neuronkit as nk
+from neuronkit.generation import _compile_kwargs, cache_length
+
+WORDS = "the cat sat on a mat while rain fell over quiet hills and rivers ran to the sea".split()
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model_path):
+    return nk.load_model(tiny_model_path, device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_path):
+    return nk.load_tokenizer(tiny_model_path)
+
+
+def make_prompts(tok, n, seed, lo=1, hi=30):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi))) for _ in range(n)]
+
+
+def n_tokens(tok, prompt):
+    return len(tok(prompt)["input_ids"])
+
+
+def counting_backend():
+    """An eager backend that counts the graphs really compiled (a plain function, because
+    transformers deep-copies the CompileConfig and with it any backend object)."""
+    def counting_eager(gm, example_inputs):
+        counting_eager.graphs += 1
+        return gm.forward
+
+    counting_eager.graphs = 0
+    return counting_eager
+
+
+# ---- correctness and shapes ------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_bucketed_greedy_equals_plain_unpadded_generation(model, tok, compiler_reset):
+    prompts = make_prompts(tok, 7, seed=0)
+    lengths = [n_tokens(tok, p) for p in prompts]
+    assert min(lengths) < 16 < max(lengths) <= 64          # both buckets are used
+    res = nk.generate(model, tok, prompts, max_new_tokens=10, buckets=[16, 64], batch_size=3,
+                      backend=counting_backend())
+    for prompt, ids, text in zip(prompts, res.output_ids, res.texts):
+        enc = tok(prompt, return_tensors="pt")
+        ref = model.generate(**enc, max_new_tokens=10, do_sample=False)[0]   # dynamic cache, eager
+        assert ids.device.type == "cpu"
+        assert ids.tolist() == ref.tolist()                # prompt first, then identical tokens
+        assert text == tok.decode(ref[enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert res.graphs >= 1 and res.backend == "counting_eager"
+
+
+@pytest.mark.slow
+def test_graphs_bounded_by_buckets_whatever_the_arrival_order(model, tok):
+    prompts = make_prompts(tok, 9, seed=3)
+    lengths = [n_tokens(tok, p) for p in prompts]
+    buckets = nk.Buckets([16, 64])
+    assert {buckets.fit(n) for n in lengths} == {16, 64}
+    # without buckets, batches of 2 in arrival order would each be their own shape
+    assert len({max(lengths[i:i + 2]) for i in range(0, len(lengths), 2)}) > len(buckets)
+    for order_seed in range(3):
+        order = prompts[:]
+        random.Random(order_seed).shuffle(order)
+        torch.compiler.reset()
+        counter = counting_backend()
+        res = nk.generate(model, tok, order, max_new_tokens=6, buckets=buckets, batch_size=2,
+                          backend=counter)
+        # one decode graph per bucket, whatever the order; the recorder agrees with reality
+        assert counter.graphs == res.graphs == len(buckets)
+        assert res.cache_lengths == [cache_length(16, 6), cache_length(64, 6)]
+        assert all(t.rows == 2 for t in res.timings)           # short batches were filled up
+    again = nk.generate(model, tok, prompts[::-1], max_new_tokens=6, buckets=buckets,
+                        batch_size=2, backend=counter)
+    assert again.graphs == 0 and counter.graphs == len(buckets)  # second pass: nothing new
+    torch.compiler.reset()
+
+
+@pytest.mark.slow
+def test_without_buckets_each_new_longest_batch_compiles(model, tok, compiler_reset):
+    prompts = make_prompts(tok, 6, seed=3)
+    lengths = [n_tokens(tok, p) for p in prompts]
+    counter = counting_backend()
+    with nk.CompileRecorder() as rec:
+        res = nk.generate(model, tok, prompts, max_new_tokens=6, batch_size=2, backend=counter,
+                          recorder=rec)
+        assert rec.active                                   # a caller's recorder keeps running
+    expected = {cache_length(max(lengths[i:i + 2]), 6) for i in range(0, len(lengths), 2)}
+    assert res.buckets is None and res.cache_lengths == sorted(expected)
+    assert counter.graphs == res.graphs == len(expected) >= 2
+    assert res.events == rec.events[-len(res.events):]
+    assert all(e.context.startswith("generate batch") for e in res.events)
+    assert sum(t.compiles for t in res.timings) == res.graphs
+
+
+def test_cache_length_rule():
+    assert [cache_length(16, n) for n in (1, 32, 33, 64, 65, 200)] == [48, 48, 80, 80, 144, 272]
+
+
+def test_outputs_order_padding_waste_and_timings(model, tok):
+    prompts = make_prompts(tok, 5, seed=11)
+    lengths = [n_tokens(tok, p) for p in prompts]
+    buckets = nk.Buckets([16, 64])
+    res = nk.generate(model, tok, prompts, max_new_tokens=4, buckets=buckets, batch_size=2,
+                      compile=False)
+    assert res.backend is None and res.graphs == 0
+    for prompt, ids in zip(prompts, res.output_ids):           # original order, no padding
+        assert ids[:n_tokens(tok, prompt)].tolist() == tok(prompt)["input_ids"]
+    # every batch holds 2 rows (dummies included) padded to its bucket
+    per_bucket = {}
+    for n in lengths:
+        per_bucket[buckets.fit(n)] = per_bucket.get(buckets.fit(n), 0) + 1
+    batches = sum(-(-c // 2) for c in per_bucket.values())
+    positions = sum(-(-c // 2) * 2 * b for b, c in per_bucket.items())
+    assert len(res.timings) == batches
+    assert res.padding_waste == pytest.approx(1 - sum(lengths) / positions)
+    assert sum(t.real_rows for t in res.timings) == len(prompts)
+    assert res.new_tokens == sum(t.new_tokens for t in res.timings) == \
+        sum(len(ids) - n for ids, n in zip(res.output_ids, lengths))
+    assert all(t.prefill_s > 0 and t.decode_s >= 0 for t in res.timings)
+    assert res.tokens_per_s == pytest.approx(res.new_tokens / res.wall_s)
+    assert "5 prompts" in str(res) and "padding waste" in str(res)
+
+
+def test_single_prompt_and_auto_buckets(model, tok):
+    res = nk.generate(model, tok, "the cat sat", max_new_tokens=3, buckets="auto", compile=False)
+    assert len(res.texts) == 1 and res.text == res.texts[0]
+    assert res.buckets == nk.Buckets([n_tokens(tok, "the cat sat")]) and res.batch_size == 1
+    assert res.padding_waste == 0.0
+
+
+def test_truncate_left_keeps_the_end_of_a_long_prompt(model, tok):
+    prompt = " ".join(WORDS * 3)
+    ids = tok(prompt)["input_ids"]
+    assert len(ids) > 16
+    res = nk.generate(model, tok, [prompt], max_new_tokens=2, buckets=[8, 16], truncate="left",
+                      compile=False)
+    assert res.output_ids[0][:16].tolist() == ids[-16:]
+
+
+def test_tokenizer_without_pad_token_uses_eos_and_says_so(model, tok, tiny_model_path):
+    prompts = make_prompts(tok, 3, seed=5)
+    with_pad = nk.generate(model, tok, prompts, max_new_tokens=3, buckets=[64], compile=False)
+    no_pad = nk.load_tokenizer(tiny_model_path)
+    no_pad.pad_token = None
+    assert no_pad.pad_token_id is None
+    with pytest.warns(UserWarning, match=r"no pad token.*eos token"):
+        res = nk.generate(model, no_pad, prompts, max_new_tokens=3, buckets=[64], compile=False)
+    assert [x.tolist() for x in res.output_ids] == [x.tolist() for x in with_pad.output_ids]
+
+
+# ---- bad input -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prompts, err, text", [
+    ([], ValueError, "prompts is empty"),
+    (["ok", ""], ValueError, "prompt 1 is an empty string"),
+    (None, TypeError, "str or a list of str"),
+    (42, TypeError, "str or a list of str"),
+    (torch.tensor([[1, 2]]), TypeError, "not token ids or tensors"),
+    (["ok", 7], TypeError, "prompt 1 is a int"),
+    (["ok", None], TypeError, "prompt 1 is a NoneType"),
+    ([[1, 2, 3]], TypeError, "prompt 0 is a list"),
+])
+def test_bad_prompts(model, tok, prompts, err, text):
+    with pytest.raises(err, match=text):
+        nk.generate(model, tok, prompts, compile=False)
+
+
+def test_prompt_longer_than_the_largest_bucket(model, tok):
+    prompt = " ".join(WORDS * 3)
+    n = n_tokens(tok, prompt)
+    with pytest.raises(ValueError, match=rf"prompt 1 has {n} tokens.*Buckets\(\[8, 16\]\).*"
+                                         r"truncate='left'"):
+        nk.generate(model, tok, ["the cat", prompt], buckets=[8, 16], compile=False)
+
+
+@pytest.mark.parametrize("kwargs, err, text", [
+    ({"max_new_tokens": 0}, ValueError, "max_new_tokens"),
+    ({"batch_size": 0}, ValueError, "batch_size"),
+    ({"truncate": "right"}, ValueError, "truncate"),
+    ({"buckets": "fast"}, ValueError, "'auto'"),
+    ({"buckets": [0, 8]}, ValueError, "positive"),
+    ({"cache_implementation": "dynamic"}, ValueError, "sets .*cache_implementation"),
+    ({"backend": "no-such-backend"}, ValueError, "unknown compile backend"),
+])
+def test_bad_options(model, tok, kwargs, err, text):
+    with pytest.raises(err, match=text):
+        nk.generate(model, tok, ["the cat"], **kwargs)
+
+
+# ---- compile settings per device -------------------------------------------------------------
+
+def _fake_model(kind):
+    return types.SimpleNamespace(device=types.SimpleNamespace(type=kind))
+
+
+def test_compile_settings_per_device(monkeypatch):
+    monkeypatch.delenv("NEURONKIT_CPU_BACKEND", raising=False)
+    kw, name = _compile_kwargs(_fake_model("neuron"), True, None, {})
+    assert kw == {} and name == "neuron"                 # transformers' own neuron default
+    kw, name = _compile_kwargs(_fake_model("cpu"), True, None, {})
+    cc = kw["compile_config"]
+    assert name == "eager" == cc.backend and cc.dynamic is False and cc._compile_all_devices
+    kw, name = _compile_kwargs(_fake_model("cuda"), True, None, {})
+    assert name == "inductor" and kw["compile_config"].dynamic is False
+    assert _compile_kwargs(_fake_model("cpu"), False, None, {}) == ({"disable_compile": True}, None)
+    monkeypatch.setenv("NEURONKIT_CPU_BACKEND", "aot_eager")
+    assert _compile_kwargs(_fake_model("cpu"), True, None, {})[1] == "aot_eager"
+    assert _compile_kwargs(_fake_model("cpu"), True, "eager", {})[1] == "eager"
+
+
+def test_inputs_stay_on_cpu_and_the_cache_is_static_per_bucket(model, tok, monkeypatch):
+    from transformers import StaticCache
+
+    seen = []
+    real = model.generate
+
+    def spy(**kw):
+        cache = kw.get("cache", kw.get("past_key_values"))
+        seen.append((kw["input_ids"].device.type, kw["attention_mask"].device.type,
+                     type(cache), tuple(kw["input_ids"].shape)))
+        return real(**kw)
+
+    monkeypatch.setattr(model, "generate", spy)
+    nk.generate(model, tok, ["the cat", "rain " * 20], max_new_tokens=2, buckets=[8, 64],
+                batch_size=2, compile=False)
+    assert seen == [("cpu", "cpu", StaticCache, (2, 8)), ("cpu", "cpu", StaticCache, (2, 64))]
+
+
+# ---- pipeline --------------------------------------------------------------------------------
+
+@pytest.fixture
+def pipeline_calls(monkeypatch):
+    import transformers
+
+    calls = []
+    monkeypatch.setattr(transformers, "pipeline",
+                        lambda task, **kw: calls.append((task, kw)) or "pipe")
+    return calls
+
+
+def test_pipeline_passes_neuron_explicitly(fake_neuron, pipeline_calls):
+    assert nk.pipeline("text-generation", "org/model", max_new_tokens=5) == "pipe"
+    assert pipeline_calls == [("text-generation",
+                               {"model": "org/model", "device": "neuron", "max_new_tokens": 5})]
+    with pytest.warns(UserWarning, match="device_map='auto'"):
+        nk.pipeline("text-generation", "org/model", device_map="auto")
+    assert pipeline_calls[-1][1]["device"] == "neuron" and "device_map" not in pipeline_calls[-1][1]
+
+
+def test_pipeline_keeps_a_loaded_models_device(model, pipeline_calls):
+    nk.pipeline("text-generation", model)
+    assert pipeline_calls[-1][1]["device"] == "cpu" and pipeline_calls[-1][1]["model"] is model
+    with pytest.raises(ValueError, match="loaded on cpu"):
+        nk.pipeline("text-generation", model, device="cuda")
+
+
+def test_pipeline_on_cpu_really_runs(model, tok):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe = nk.pipeline("text-generation", model, tokenizer=tok)
+    out = pipe("the cat", max_new_tokens=3, do_sample=False)
+    assert pipe.device.type == "cpu" and out[0]["generated_text"].startswith("the cat")

@@ -1,0 +1,208 @@
+"""Buckets, the bucket planner (against brute force) and the shape audit (against real compiles)."""
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import neuronkit as nk
+from neuronkit.shapes import plan_cost
+
+
+# ---- Buckets ---------------------------------------------------------------------------------
+
+def test_buckets_sorted_fit_iter_repr_eq():
+    b = nk.Buckets([128, 32, 64])
+    assert b.boundaries == (32, 64, 128)
+    assert list(b) == [32, 64, 128] and len(b) == 3 and b.max == 128
+    assert repr(b) == "Buckets([32, 64, 128])"
+    assert [b.fit(n) for n in (1, 32, 33, 64, 65, 128)] == [32, 32, 64, 64, 128, 128]
+    assert b == nk.Buckets([32, 64, 128]) and b != nk.Buckets([32, 64])
+    assert nk.Buckets(b) == b and 64 in b and 65 not in b
+    assert nk.Buckets(np.array([8, 4])).boundaries == (4, 8)
+    assert b.padding([1, 32, 100]) == 31 + 0 + 28
+
+
+def test_buckets_fit_too_long_names_length_and_buckets():
+    with pytest.raises(ValueError, match=r"length 129 .*Buckets\(\[32, 64, 128\]\).*truncate"):
+        nk.Buckets([32, 64, 128]).fit(129)
+
+
+@pytest.mark.parametrize("bad, err, text", [
+    ([], ValueError, "at least one"),
+    ([32, 32, 64], ValueError, r"distinct.*\[32\]"),
+    ([0, 8], ValueError, "positive"),
+    ([-4], ValueError, "positive"),
+    ([8.0], TypeError, "8.0"),
+    (["8"], TypeError, "'8'"),
+    ([True], TypeError, "bool"),
+    (32, TypeError, "list of positive ints"),
+    ("32", TypeError, "list of positive ints"),
+])
+def test_buckets_bad_input(bad, err, text):
+    with pytest.raises(err, match=text):
+        nk.Buckets(bad)
+
+
+# ---- plan_buckets ----------------------------------------------------------------------------
+
+def _brute_force(lengths, max_buckets, compile_cost_s, token_cost_s):
+    """Cheapest cost over every subset of distinct lengths that contains the maximum."""
+    distinct = sorted(set(lengths))
+    top, rest = distinct[-1], distinct[:-1]
+    best = float("inf")
+    for r in range(len(rest) + 1):
+        if max_buckets is not None and r + 1 > max_buckets:
+            break
+        for combo in itertools.combinations(rest, r):
+            best = min(best, plan_cost(lengths, [*combo, top], compile_cost_s, token_cost_s))
+    return best
+
+
+def test_plan_matches_brute_force_on_random_cases():
+    rng = random.Random(1234)
+    for _ in range(150):
+        lengths = [rng.randint(1, 60) for _ in range(rng.randint(1, 12))]
+        compile_cost = rng.choice([0.0, 0.5, 3.0, 20.0, 200.0])
+        token_cost = rng.choice([0.0, 0.1, 1.0])
+        max_buckets = rng.choice([None, 1, 2, 3])
+        plan = nk.plan_buckets(lengths, max_buckets, compile_cost, token_cost)
+        assert plan.max == max(lengths)
+        assert set(plan) <= set(lengths)
+        if max_buckets is not None:
+            assert len(plan) <= max_buckets
+        expected = _brute_force(lengths, max_buckets, compile_cost, token_cost)
+        assert plan_cost(lengths, plan, compile_cost, token_cost) == pytest.approx(expected), (
+            lengths, compile_cost, token_cost, max_buckets, plan)
+
+
+def test_plan_extremes_and_edge_cases():
+    lengths = [3, 3, 9, 17, 40]
+    # padding is free -> one bucket; compiling is free -> one bucket per distinct length
+    assert nk.plan_buckets(lengths, compile_cost_s=1.0, token_cost_s=0.0) == nk.Buckets([40])
+    assert nk.plan_buckets(lengths, compile_cost_s=0.0, token_cost_s=1.0) == \
+        nk.Buckets([3, 9, 17, 40])
+    assert nk.plan_buckets(lengths, max_buckets=1, compile_cost_s=0.0) == nk.Buckets([40])
+    assert nk.plan_buckets([7]) == nk.Buckets([7])
+    assert nk.plan_buckets([5, 5, 5, 5]) == nk.Buckets([5])
+    # ties go to fewer buckets: a bucket at 100 saves 2 padded tokens, exactly its compile cost
+    assert nk.plan_buckets([100, 101, 101], compile_cost_s=2.0, token_cost_s=1.0) == \
+        nk.Buckets([101])
+    # rounding to a multiple keeps every boundary a multiple and still covers the max
+    plan = nk.plan_buckets([5, 30, 31, 200], compile_cost_s=0.0, token_cost_s=1.0, multiple_of=16)
+    assert plan == nk.Buckets([16, 32, 208])
+
+
+def test_plan_default_costs_are_documented_tradeoff():
+    # defaults: 60 s per graph, 1 ms per padded token -> a bucket must save over 60k padded tokens
+    few = [10] * 50 + [1000]        # a bucket at 10 saves 50 * 990 = 49.5k tokens: not worth it
+    many = [10] * 100 + [1000]      # saves 99k tokens: worth a graph
+    assert nk.plan_buckets(few) == nk.Buckets([1000])
+    assert nk.plan_buckets(many) == nk.Buckets([10, 1000])
+    assert nk.plan_buckets(many, token_cost_s=1e-4) == nk.Buckets([1000])
+
+
+@pytest.mark.parametrize("bad, err, text", [
+    ([], ValueError, "at least one"),
+    ([4, 0], ValueError, "positive"),
+    ([4, -2], ValueError, "positive"),
+    ([4, 2.5], TypeError, "2.5"),
+    ([4, None], TypeError, "None"),
+    (12, TypeError, "list of positive int"),
+])
+def test_plan_bad_input(bad, err, text):
+    with pytest.raises(err, match=text):
+        nk.plan_buckets(bad)
+
+
+def test_plan_bad_options():
+    with pytest.raises(ValueError, match="max_buckets"):
+        nk.plan_buckets([4, 8], max_buckets=0)
+    with pytest.raises(ValueError, match="compile_cost_s"):
+        nk.plan_buckets([4, 8], compile_cost_s=-1)
+    with pytest.raises(ValueError, match="multiple_of"):
+        nk.plan_buckets([4, 8], multiple_of=0)
+
+
+# ---- audit_shapes ----------------------------------------------------------------------------
+
+def _batch(rows, cols):
+    return {"input_ids": torch.zeros(rows, cols, dtype=torch.long),
+            "labels": torch.zeros(rows, cols, dtype=torch.long), "weights": torch.ones(4)}
+
+
+def test_audit_counts_shapes_and_varying_dims():
+    batches = [_batch(2, 8), _batch(2, 16), _batch(2, 8), _batch(3, 8), _batch(2, 16)]
+    audit = nk.audit_shapes(batches)
+    assert audit.batches == 5
+    assert audit.shapes["input_ids"] == [(2, 8), (2, 16), (3, 8)]
+    assert audit.varying_dims == {"input_ids": [0, 1], "labels": [0, 1], "weights": []}
+    assert audit.predicted_graphs == 3
+    text = str(audit)
+    assert "5 batches" in text and "3 graph(s)" in text and "input_ids: dims [0, 1] vary" in text
+    assert "weights: fixed" in text
+
+
+def test_audit_tuples_tensors_batchencoding_and_dataloader():
+    from torch.utils.data import DataLoader, TensorDataset
+    from transformers import BatchEncoding
+
+    tuples = [(torch.zeros(4, 5), torch.zeros(4)), (torch.zeros(4, 6), torch.zeros(4))]
+    audit = nk.audit_shapes(tuples)
+    assert audit.shapes == {0: [(4, 5), (4, 6)], 1: [(4,)]} and audit.varying_dims[0] == [1]
+    assert nk.audit_shapes([torch.zeros(3), torch.zeros(3)]).predicted_graphs == 1
+    enc = [BatchEncoding({"input_ids": torch.zeros(1, n, dtype=torch.long)}) for n in (3, 4, 3)]
+    assert nk.audit_shapes(enc).predicted_graphs == 2
+    # 10 rows in batches of 4 -> 4, 4, 2: the short last batch is its own graph
+    loader = DataLoader(TensorDataset(torch.zeros(10, 7)), batch_size=4)
+    audit = nk.audit_shapes(loader)
+    assert audit.batches == 3 and audit.predicted_graphs == 2 and audit.varying_dims[0] == [0]
+    loader = DataLoader(TensorDataset(torch.zeros(10, 7)), batch_size=4, drop_last=True)
+    assert nk.audit_shapes(loader).predicted_graphs == 1
+
+
+def test_audit_key_missing_in_some_batches_is_a_new_signature():
+    a = {"x": torch.zeros(2, 3)}
+    b = {"x": torch.zeros(2, 3), "mask": torch.zeros(2, 3)}
+    audit = nk.audit_shapes([a, b, a])
+    assert audit.predicted_graphs == 2 and audit.shapes["mask"] == [(2, 3)]
+
+
+def test_audit_bad_input():
+    with pytest.raises(ValueError, match="no batches"):
+        nk.audit_shapes([])
+    with pytest.raises(TypeError, match="iterable of batches"):
+        nk.audit_shapes(5)
+    with pytest.raises(TypeError, match="iterable of batches"):
+        nk.audit_shapes({"x": torch.zeros(2)})
+    with pytest.raises(TypeError, match="got a int"):
+        nk.audit_shapes([1, 2])
+
+
+@pytest.mark.slow
+def test_audit_predicts_real_dynamic_false_compiles():
+    """The predicted graph count equals what torch.compile(dynamic=False) really builds."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append([tuple(t.shape) for t in example_inputs if isinstance(t, torch.Tensor)])
+        return gm.forward
+
+    @torch.compile(backend=backend, dynamic=False)
+    def step(input_ids, labels):
+        return (input_ids * 2 + labels).sum()
+
+    rng = random.Random(7)
+    batches = [{"input_ids": torch.ones(rng.choice([1, 2]), rng.choice([4, 8, 16])),
+                "labels": torch.ones(1, 1)} for _ in range(12)]
+    audit = nk.audit_shapes(batches)
+    with torch._dynamo.config.patch(recompile_limit=64):
+        for batch in batches:
+            step(**batch)
+    torch._dynamo.reset()
+    assert len(graphs) == audit.predicted_graphs
+    assert audit.predicted_graphs == len({tuple(b["input_ids"].shape) for b in batches})
