@@ -1,0 +1,381 @@
+"""Training with fixed shapes: Trainer arguments, a fixed-length collator, a compile callback.
+
+On Neuron, Trainer compiles with ``dynamic=False``: every distinct batch shape is its own graph and
+each one is a neuronx-cc compile of minutes. Elsewhere torch's automatic dynamic shapes hide that
+(a changing dim turns symbolic after the second shape), so these helpers compile the way Neuron
+does on every device and the recompiles a Trainium run would pay show up on a laptop.
+
+    args = nk.fixed_shape_args("out", max_steps=20, per_device_train_batch_size=8)
+    collator = nk.FixedLengthCollator(tokenizer, max_length=128)
+    trainer = Trainer(model, args, train_dataset=data, data_collator=collator,
+                      callbacks=[nk.CompileEventsCallback()])
+"""
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from transformers import TrainerCallback, TrainingArguments
+
+from .device import detect
+from .recorder import default_rank
+from .shapes import Buckets
+
+# accelerate's TorchDynamoPlugin reads this when Trainer builds its Accelerator; Trainer itself only
+# passes dynamic=False for the "neuron" backend and leaves it to this variable everywhere else.
+DYNAMIC_ENV = "ACCELERATE_DYNAMO_USE_DYNAMIC"
+IGNORE_INDEX = -100
+
+
+class StaticShapeWarning(UserWarning):
+    """A setting or a dataset that will make the run compile more graphs than it needs."""
+
+
+class RecompileWarning(UserWarning):
+    """A graph was compiled after the first training steps: the run keeps changing shapes."""
+
+
+# -- TrainingArguments -------------------------------------------------------------------------
+def fixed_shape_defaults(device: str, backend: str, bf16: bool) -> dict[str, Any]:
+    """The TrainingArguments values that keep every batch the same shape on ``device``."""
+    defaults: dict[str, Any] = {"torch_compile": True, "torch_compile_backend": backend,
+                                "dataloader_drop_last": True, "bf16": bf16}
+    if device == "cpu":
+        defaults["use_cpu"] = True
+    return defaults
+
+
+def static_shape_warnings(values: dict[str, Any], device: str,
+                          dynamic: bool | None = False) -> list[str]:
+    """Why the chosen values would compile more graphs than fixed shapes need (empty: none)."""
+    found = []
+    if not values.get("dataloader_drop_last", True):
+        found.append(
+            "dataloader_drop_last=False: when the dataset size is not a multiple of the batch "
+            "size, the last batch is smaller and compiles one extra graph (batch dim 0 changes), "
+            "on Neuron one more full compile. Keep dataloader_drop_last=True, or check the "
+            "dataset with neuronkit.training.check_static_shapes(args, train_dataset).")
+    if not values.get("torch_compile", True):
+        where = "on Neuron the model then runs without compiled graphs" if device == "neuron" \
+            else "no graph is compiled here, so the recompiles a Neuron run would pay stay hidden"
+        found.append(f"torch_compile=False: {where}; keep torch_compile=True.")
+    if dynamic is not False and device != "neuron":
+        found.append(
+            f"dynamic={dynamic!r}: torch marks a changing dim symbolic after its second shape, so "
+            "this run compiles fewer graphs than Neuron will (Neuron compiles with dynamic=False: "
+            "one graph per distinct shape). Leave dynamic=False to see Neuron's count here.")
+    return found
+
+
+def fixed_shape_args(output_dir: str, *, dynamic: bool | None = False, quiet: bool = False,
+                     **kwargs: Any) -> TrainingArguments:
+    """``TrainingArguments`` for static-shape training: compile on, drop the partial last batch,
+    bf16 where supported, the compile backend of :func:`neuronkit.detect`, ``dynamic=False``.
+
+    Anything passed in ``kwargs`` wins; values that defeat static shapes warn, naming the graph
+    they cost. ``dynamic=False`` is set through ``ACCELERATE_DYNAMO_USE_DYNAMIC``, the switch
+    accelerate reads when a Trainer is built, so it holds for the Trainers this process builds
+    from now on; ``dynamic=None`` restores torch's automatic dynamic shapes.
+    """
+    report = detect()
+    values = {**fixed_shape_defaults(report.device, report.compile_backend,
+                                     report.bf16_supported), **kwargs}
+    if not values["torch_compile"] and "torch_compile_backend" not in kwargs:
+        del values["torch_compile_backend"]     # a backend alone would turn compiling back on
+    for message in static_shape_warnings(values, report.device, dynamic):
+        warnings.warn(message, StaticShapeWarning, stacklevel=2)
+    _set_dynamic(dynamic)
+    args = TrainingArguments(output_dir=output_dir, **values)
+    if not quiet and args.torch_compile and default_rank() == 0:
+        print(compile_note(report.device, args.torch_compile_backend, dynamic))
+    return args
+
+
+def compile_note(device: str, backend: str | None, dynamic: bool | None) -> str:
+    """One line saying how this run compiles and what that means for Neuron."""
+    if device == "neuron":
+        return (f"neuronkit: torch.compile backend {backend!r} with dynamic=False: every distinct "
+                "batch shape is one neuronx-cc compile.")
+    if dynamic is False:
+        return (f"neuronkit: torch.compile on {device} (backend {backend!r}) with dynamic=False, "
+                "the way Neuron compiles: every distinct batch shape is its own graph, so the "
+                "recompiles a Trainium run would pay show up here.")
+    return (f"neuronkit: torch.compile on {device} (backend {backend!r}) with dynamic={dynamic!r}: "
+            "graph counts here can be lower than on Neuron, which compiles with dynamic=False.")
+
+
+def _set_dynamic(dynamic: bool | None) -> None:
+    if dynamic is None:
+        os.environ.pop(DYNAMIC_ENV, None)
+        return
+    previous = os.environ.get(DYNAMIC_ENV)
+    wanted = "true" if dynamic else "false"
+    if previous is not None and previous.lower() not in (wanted, str(int(dynamic))):
+        warnings.warn(f"${DYNAMIC_ENV} was {previous!r}; fixed_shape_args(dynamic={dynamic}) sets "
+                      f"it to {wanted!r}", StaticShapeWarning, stacklevel=3)
+    os.environ[DYNAMIC_ENV] = wanted
+
+
+def compiles_dynamic(args: TrainingArguments) -> bool | None:
+    """The ``dynamic`` a Trainer built from ``args`` now passes to torch.compile."""
+    if args.torch_compile_backend == "neuron":
+        return False
+    value = os.environ.get(DYNAMIC_ENV)
+    if value is None:
+        return None
+    return value.strip().lower() in ("1", "true", "yes", "y", "on")
+
+
+def _run_dynamic(args: TrainingArguments) -> bool | None:
+    """The ``dynamic`` the running Trainer's accelerator compiled with (else what args imply)."""
+    try:
+        from accelerate.state import AcceleratorState, is_initialized
+
+        if is_initialized():
+            plugin = getattr(AcceleratorState(), "dynamo_plugin", None)
+            if plugin is not None:
+                return plugin.dynamic
+    except Exception:       # an accelerate without this state: fall back to the arguments
+        pass
+    return compiles_dynamic(args)
+
+
+def check_static_shapes(args: TrainingArguments, train_dataset: Any = None,
+                        eval_dataset: Any = None, *, warn: bool = True) -> list[str]:
+    """Warn about a partial last batch: it has its own shape, so one more graph (both datasets)."""
+    found = []
+    if args.dataloader_drop_last:
+        return found
+    world = max(1, int(getattr(args, "world_size", 1) or 1))
+    even = getattr(args.accelerator_config, "even_batches", True)
+    if world > 1 and even:
+        return found      # accelerate loops back to the first examples to fill the last batch
+    for name, dataset, batch in (("train", train_dataset, args.per_device_train_batch_size),
+                                 ("eval", eval_dataset, args.per_device_eval_batch_size)):
+        if dataset is None or not hasattr(dataset, "__len__"):
+            continue
+        n = len(dataset)
+        per_rank = -(-n // world)
+        rest = per_rank % batch
+        if rest and per_rank > batch:
+            found.append(
+                f"{name}: {n} examples / batch {batch} leaves a last batch of {rest} -> one extra "
+                f"graph (batch dim 0: {batch} -> {rest}), on Neuron one more compile. Set "
+                f"dataloader_drop_last=True (drops {rest} examples per epoch) or use "
+                f"{per_rank - rest} or {per_rank - rest + batch} examples.")
+    if warn:
+        for message in found:
+            warnings.warn(message, StaticShapeWarning, stacklevel=2)
+    return found
+
+
+# -- collator ----------------------------------------------------------------------------------
+class FixedLengthCollator:
+    """Causal-LM batches padded (on the right) to one fixed length, or to the smallest bucket.
+
+    Examples are dicts with ``input_ids`` (optionally ``labels``), dicts with ``text``, or strings
+    (tokenized here). Labels are the input ids with -100 on padding. An example longer than the
+    limit raises unless ``truncation=True``, which cuts it to the limit.
+    """
+
+    def __init__(self, tokenizer: Any, max_length: int | None = None,
+                 buckets: Buckets | Sequence[int] | None = None, truncation: bool = False):
+        if (max_length is None) == (buckets is None):
+            raise ValueError("FixedLengthCollator needs exactly one of max_length=N (every batch "
+                             "padded to N) or buckets=[...] (each batch padded to its bucket)")
+        self.tokenizer = tokenizer
+        self.buckets = Buckets(buckets) if buckets is not None else None
+        if max_length is not None and (isinstance(max_length, bool) or
+                                       not isinstance(max_length, int) or max_length < 1):
+            raise ValueError(f"max_length must be a positive int, got {max_length!r}")
+        self.max_length = max_length
+        self.truncation = bool(truncation)
+        pad = getattr(tokenizer, "pad_token_id", None)
+        if pad is None:
+            pad = getattr(tokenizer, "eos_token_id", None)
+        if pad is None:
+            raise ValueError("the tokenizer has neither a pad_token nor an eos_token: set "
+                             "tokenizer.pad_token = ... before building the collator")
+        self.pad_token_id = int(pad)
+
+    @property
+    def limit(self) -> int:
+        return self.max_length if self.max_length is not None else self.buckets.max
+
+    def __repr__(self) -> str:
+        target = f"max_length={self.max_length}" if self.max_length else f"buckets={self.buckets!r}"
+        return f"FixedLengthCollator({target}, truncation={self.truncation})"
+
+    def _ids(self, example: Any, index: int) -> tuple[list[int], list[int] | None]:
+        if isinstance(example, str):
+            return list(self.tokenizer(example)["input_ids"]), None
+        if isinstance(example, Mapping):
+            if "input_ids" in example:
+                labels = example.get("labels")
+                return _as_list(example["input_ids"]), (_as_list(labels) if labels is not None
+                                                         else None)
+            if "text" in example:
+                return list(self.tokenizer(example["text"])["input_ids"]), None
+            raise ValueError(
+                f"example {index} has keys {sorted(example)}, but FixedLengthCollator needs "
+                "'input_ids' or 'text'. With a datasets.Dataset, Trainer drops columns the model "
+                "does not take: pass remove_unused_columns=False to keep 'text'.")
+        raise TypeError(f"example {index} is a {type(example).__name__}; FixedLengthCollator "
+                        "takes dicts with 'input_ids' or 'text', or strings")
+
+    def __call__(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
+        if not examples:
+            raise ValueError("FixedLengthCollator got an empty batch")
+        rows = []
+        for i, example in enumerate(examples):
+            ids, labels = self._ids(example, i)
+            if labels is not None and len(labels) != len(ids):
+                raise ValueError(f"example {i}: labels has {len(labels)} tokens but input_ids has "
+                                 f"{len(ids)}")
+            if len(ids) > self.limit:
+                if not self.truncation:
+                    what = f"max_length={self.max_length}" if self.max_length else \
+                        f"the largest bucket ({self.limit}) of {self.buckets!r}"
+                    raise ValueError(
+                        f"example {i} has {len(ids)} tokens, longer than {what}. Shorten it, raise "
+                        f"the limit, or pass truncation=True to cut it to {self.limit} tokens.")
+                ids = ids[:self.limit]
+                labels = labels[:self.limit] if labels is not None else None
+            rows.append((ids, labels if labels is not None else list(ids)))
+        longest = max(len(ids) for ids, _ in rows)
+        length = self.max_length if self.max_length is not None else self.buckets.fit(
+            max(longest, 1))
+        input_ids = torch.full((len(rows), length), self.pad_token_id, dtype=torch.long)
+        labels = torch.full((len(rows), length), IGNORE_INDEX, dtype=torch.long)
+        attention = torch.zeros((len(rows), length), dtype=torch.long)
+        for r, (ids, lab) in enumerate(rows):
+            n = len(ids)
+            input_ids[r, :n] = torch.tensor(ids, dtype=torch.long)
+            labels[r, :n] = torch.tensor(lab, dtype=torch.long)
+            attention[r, :n] = 1
+        return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+
+
+def _as_list(value: Any) -> list[int]:
+    if isinstance(value, torch.Tensor):
+        return [int(v) for v in value.reshape(-1).tolist()]
+    return [int(v) for v in value]
+
+
+# -- callback ----------------------------------------------------------------------------------
+class CompileEventsCallback(TrainerCallback):
+    """Records the run's compile events (context "step N"), adds ``compile_graphs`` and
+    ``compile_s`` to the Trainer's logs, and warns the first time a graph is compiled after
+    ``warn_after_step`` (a changing shape: the partial last batch, dynamic padding, evaluation).
+
+    Pass a started :class:`neuronkit.CompileRecorder` to share it, or none and one is made (and
+    started and stopped with training), writing to ``log_path`` when given.
+    """
+
+    def __init__(self, recorder: Any = None, *, log_path: str | os.PathLike[str] | None = None,
+                 warn_after_step: int = 1, quiet: bool = False):
+        if recorder is not None and log_path is not None:
+            raise ValueError("pass either a recorder or a log_path, not both")
+        self.recorder = recorder
+        self.log_path = log_path
+        self.warn_after_step = warn_after_step
+        self.quiet = quiet
+        self.events: list[Any] = []
+        self.late_warning: str | None = None
+        self._owns = False
+        self._unsubscribe = None
+        self._step = 0
+
+    # the numbers added to each log line
+    @property
+    def graphs(self) -> int:
+        return sum(1 for e in self.events if e.kind in ("first", "recompile"))
+
+    @property
+    def compile_s(self) -> float:
+        return sum(e.duration_s for e in self.events)
+
+    def on_train_begin(self, args, state, control, train_dataloader=None, eval_dataloader=None,
+                       **kwargs):
+        from .recorder import CompileRecorder
+
+        if self.recorder is None:
+            self.recorder = CompileRecorder(log_path=self.log_path, rank=default_rank(),
+                                            backend=args.torch_compile_backend,
+                                            device=str(args.device))
+        if not self.recorder.active:
+            self.recorder.start()
+            self._owns = True
+        self._step = state.global_step
+        self.recorder.set_context(f"step {state.global_step + 1}")
+        self._unsubscribe = self.recorder.subscribe(self._seen)
+        check_static_shapes(args, getattr(train_dataloader, "dataset", None),
+                            getattr(eval_dataloader, "dataset", None))
+        dynamic = _run_dynamic(args)
+        if args.torch_compile and dynamic is not False:
+            warnings.warn(compile_note(args.device.type, args.torch_compile_backend, dynamic),
+                          StaticShapeWarning, stacklevel=2)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step = state.global_step + 1
+        if self.recorder is not None:
+            self.recorder.set_context(f"step {self._step}")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        numbers = {"compile_graphs": self.graphs, "compile_s": round(self.compile_s, 3)}
+        if logs is not None:
+            logs.update(numbers)
+        if state.log_history and state.log_history[-1].get("step") == state.global_step:
+            state.log_history[-1].update(numbers)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._owns and self.recorder is not None:
+            self.recorder.stop()
+            self._owns = False
+        if not self.quiet and state.is_world_process_zero:
+            print(self.summary())
+
+    def summary(self) -> str:
+        per_fn: dict[str, int] = {}
+        for e in self.events:
+            if e.kind in ("first", "recompile"):
+                per_fn[e.function] = per_fn.get(e.function, 0) + 1
+        detail = ", ".join(f"{fn} {n}" for fn, n in per_fn.items()) or "none"
+        return (f"neuronkit: {self.graphs} graph(s) compiled during training ({detail}), "
+                f"{self.compile_s:.2f} s compiling" +
+                (f"; {self.late_warning}" if self.late_warning else ""))
+
+    def _seen(self, event: Any) -> None:
+        self.events.append(event)
+        if (self.late_warning is None and self._step > self.warn_after_step
+                and event.kind in ("recompile", "limit_hit")):
+            self.late_warning = late_compile_message(event, self._step)
+            warnings.warn(self.late_warning, RecompileWarning, stacklevel=1)
+
+
+def late_compile_message(event: Any, step: int) -> str:
+    """What a compile at ``step`` means and how to stop it, from the event's changed shape."""
+    what = event.changed or (event.reasons[0] if event.reasons else "no reason recorded")
+    match = re.search(r"dim (\d+)|at index (\d+)", what)
+    dim = int(next(g for g in match.groups() if g is not None)) if match else None
+    reason_text = " ".join(event.reasons)
+    if dim == 0:
+        fix = ("the batch size changed: a partial last batch (keep dataloader_drop_last=True) "
+               "or an eval batch size unlike the training one")
+    elif dim is not None:
+        fix = ("the sequence length changed: pad every batch to one length "
+               "(neuronkit.FixedLengthCollator(tokenizer, max_length=N)) or to a few buckets")
+    elif "grad_mode" in reason_text or "training" in reason_text:
+        fix = "training and evaluation run different graphs; that costs one graph each, once"
+    else:
+        fix = "see the event's reasons (neuronkit report LOG)"
+    verb = "hit the recompile limit" if event.kind == "limit_hit" else "compiled a new graph"
+    return (f"step {step}: {event.function} {verb} after the first steps had compiled theirs "
+            f"({what}); {fix}. On Neuron every new graph is a full compile.")

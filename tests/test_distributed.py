@@ -1,0 +1,197 @@
+"""Per-rank log paths, merging rank logs, the torchrun launcher (real torchrun, 2 processes), the
+example FSDP (Trainer) and TP (plain loop) runs, and the explained Trainer + TP on CPU refusal."""
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import neuronkit as nk
+from neuronkit.distributed import (LaunchError, TrainerParallelismError,
+                                   check_trainer_parallelism, example_script, find_rank_logs,
+                                   launch, merge_logs, rank, rank_log_path)
+from neuronkit.events import CompileEvent, CompileLog
+
+
+# ---- rank and log paths ----------------------------------------------------------------------
+
+def test_rank_log_path_forms(tmp_path, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    assert rank() == 0
+    assert rank_log_path("logs/compile.jsonl", 1).as_posix() == "logs/compile.rank1.jsonl"
+    assert rank_log_path("logs/run", 2).as_posix() == "logs/run.rank2.jsonl"
+    assert rank_log_path("logs/compile.rank0.jsonl", 3).as_posix() == "logs/compile.rank3.jsonl"
+    assert rank_log_path(tmp_path, 4) == tmp_path / "compile.rank4.jsonl"      # a folder
+    monkeypatch.setenv("RANK", "5")
+    assert rank() == 5 and rank_log_path("x.jsonl").name == "x.rank5.jsonl"
+    with pytest.raises(ValueError, match="non-negative int"):
+        rank_log_path("x.jsonl", -1)
+
+
+def write_rank_log(path, rank_in_header, functions):
+    header = None
+    if rank_in_header is not None:
+        header = {**CompileLog().header, "rank": rank_in_header}
+    log = CompileLog(header=header, path=path)
+    for i, fn in enumerate(functions):
+        log.append(CompileEvent(function=fn, kind="first" if i == 0 else "recompile",
+                                started_at=1000.0 + i + (rank_in_header or 0) * 0.5,
+                                duration_s=0.5))
+    return path
+
+
+def test_merge_logs_stamps_every_event_with_its_rank(tmp_path):
+    a = write_rank_log(tmp_path / "c.rank0.jsonl", None, ["forward", "forward"])  # rank from name
+    b = write_rank_log(tmp_path / "other.jsonl", 1, ["forward", "forward", "forward"])  # header
+    c = write_rank_log(tmp_path / "c.rank2.jsonl", 2, [])                          # no events
+    merged = merge_logs([a, b, c])
+    assert len(merged.events) == 5 and merged.header["ranks"] == [0, 1, 2]
+    assert sorted(e.rank for e in merged.events) == [0, 0, 1, 1, 1]
+    assert [e.started_at for e in merged.events] == sorted(e.started_at for e in merged.events)
+    assert [e.seq for e in merged.events] == list(range(5))
+    assert merged.graph_counts() == {"forward": 5}
+    # a folder works too, and the original logs are not modified
+    folder = merge_logs(tmp_path)
+    assert folder.header["ranks"] == [0, 2] and len(folder.events) == 2
+    assert all(e.rank == 0 for e in CompileLog.load(a).events)
+
+
+def test_merge_logs_errors(tmp_path):
+    a = write_rank_log(tmp_path / "c.rank0.jsonl", None, ["f"])
+    b = write_rank_log(tmp_path / "d.rank0.jsonl", None, ["f"])
+    with pytest.raises(ValueError, match="two logs for rank 0"):
+        merge_logs([a, b])
+    with pytest.raises(ValueError, match="no logs"):
+        merge_logs([])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=r"no \*\.rank<N>\.jsonl logs"):
+        merge_logs(empty)
+    assert find_rank_logs(tmp_path) == [a, b]
+
+
+# ---- Trainer + tensor parallelism on CPU -----------------------------------------------------
+
+def fake_model(tp_size, device="cpu"):
+    param = SimpleNamespace(device=torch.device(device) if device != "neuron" else
+                            SimpleNamespace(type="neuron"))
+    return SimpleNamespace(tp_size=tp_size, parameters=lambda: iter([param]))
+
+
+def test_trainer_with_tp_on_cpu_is_explained_before_accelerate_refuses():
+    with pytest.raises(TrainerParallelismError) as err:
+        check_trainer_parallelism(fake_model(2))
+    text = str(err.value)
+    assert "tp_size=2" in text and "DistributedType.MULTI_CPU" in text
+    assert "plain loop" in text and "On Neuron the same Trainer script works" in text
+    check_trainer_parallelism(fake_model(1))              # not tensor parallel: fine
+    check_trainer_parallelism(fake_model(2, "neuron"))    # Trainer supports TP on Neuron
+    check_trainer_parallelism(fake_model(2), device="neuron:0")
+
+
+# ---- launch ----------------------------------------------------------------------------------
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    from neuronkit.distributed import rank_log_path
+    from neuronkit.events import CompileEvent, CompileLog
+    rank = int(os.environ["RANK"])
+    mode = sys.argv[1]
+    print(f"rank {rank} of {os.environ['WORLD_SIZE']} says hello", flush=True)
+    if mode == "fail" and rank == 1:
+        raise SystemExit("rank 1 could not find its data shard")
+    if mode == "hang":
+        time.sleep(120)
+    log = CompileLog(path=rank_log_path(os.path.join(os.environ["NEURONKIT_LOG_DIR"], "c.jsonl")))
+    log.append(CompileEvent(function="forward", rank=rank, started_at=time.time()))
+""")
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "hello.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+@pytest.mark.slow
+def test_launch_streams_output_and_finds_rank_logs(tmp_path, script):
+    seen: list[str] = []
+    stale = tmp_path / "logs" / "old.rank7.jsonl"         # left by an earlier run: not reported
+    stale.parent.mkdir()
+    stale.write_text("{}")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    result = launch(script, nproc_per_node=2, args=["ok"], timeout_s=120, on_line=seen.append,
+                    log_dir=tmp_path / "logs")
+    assert result.ok and result.returncode == 0 and result.wall_s > 0
+    assert {"rank 0 of 2 says hello", "rank 1 of 2 says hello"} <= set(seen)
+    assert result.lines == seen and result.command[:3] == [sys.executable, "-m",
+                                                           "torch.distributed.run"]
+    assert [p.name for p in result.log_paths] == ["c.rank0.jsonl", "c.rank1.jsonl"]
+    assert result.merged_log().header["ranks"] == [0, 1]
+
+
+@pytest.mark.slow
+def test_launch_names_the_failed_rank_and_its_error(tmp_path, script):
+    with pytest.raises(LaunchError) as err:
+        launch(script, 2, ["fail"], timeout_s=120, on_line=None, log_dir=tmp_path / "logs")
+    text = str(err.value)
+    assert "rank 1 exited with code 1" in text and "could not find its data shard" in text
+    assert err.value.result.returncode != 0
+
+
+@pytest.mark.slow
+def test_launch_kills_the_run_at_the_time_bound(tmp_path, script):
+    start = time.time()
+    with pytest.raises(LaunchError, match=r"ran past timeout_s=6 s and was stopped") as err:
+        launch(script, 2, ["hang"], timeout_s=6, on_line=None)
+    assert time.time() - start < 30
+    assert err.value.result.returncode != 0
+
+
+def test_launch_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="nproc_per_node"):
+        launch("x.py", 0)
+    with pytest.raises(FileNotFoundError, match="training script not found"):
+        launch(tmp_path / "missing.py")
+    with pytest.raises(TypeError, match="list of strings"):
+        launch(example_script(), args="--steps 2")
+
+
+# ---- the example script under torchrun (2 ranks, gloo) ---------------------------------------
+
+@pytest.mark.slow
+def test_fsdp_trainer_run_writes_two_rank_logs_that_merge(tmp_path, tiny_model_path):
+    result = launch("neuronkit.distributed_example", 2,
+                    ["--mode", "fsdp", "--steps", "2", "--model", str(tiny_model_path),
+                     "--out", str(tmp_path / "out")],
+                    timeout_s=240, on_line=None, log_dir=tmp_path / "logs",
+                    env={"NEURONKIT_CPU_BACKEND": "eager"})
+    assert [p.name for p in result.log_paths] == ["compile.rank0.jsonl", "compile.rank1.jsonl"]
+    merged = merge_logs(result.log_paths)
+    assert merged.header["ranks"] == [0, 1]
+    for r in (0, 1):
+        own = [e for e in merged.events if e.rank == r]
+        assert own == [e for e in merged.events if e.rank == r and e.context.startswith("step ")]
+        assert any(e.function == "forward" and e.kind == "first" for e in own)
+        assert nk.CompileLog.load(result.log_paths[r]).header["rank"] == r
+    assert any("graph(s) compiled during training" in ln for ln in result.lines)
+
+
+@pytest.mark.slow
+def test_tp_plain_loop_runs_and_says_why_not_trainer(tmp_path, tiny_model_path):
+    result = launch("neuronkit.distributed_example", 2,
+                    ["--mode", "tp", "--steps", "2", "--model", str(tiny_model_path)],
+                    timeout_s=240, on_line=None, log_dir=tmp_path / "logs")
+    merged = merge_logs(result.log_paths)
+    assert merged.header["ranks"] == [0, 1] and {e.rank for e in merged.events} == {0, 1}
+    losses = {ln.split("] ", 1)[1] for ln in result.lines if "] step 2 loss" in ln}
+    assert len(losses) == 1                                   # both TP ranks computed one loss
+    why = [ln for ln in result.lines if ln.startswith("[rank 0] Trainer not used:")]
+    assert len(why) == 1 and "tp_size=2" in why[0] and "MULTI_CPU" in why[0]
+    assert "plain loop" in why[0]

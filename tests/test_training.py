@@ -1,0 +1,273 @@
+"""fixed_shape_args, FixedLengthCollator and CompileEventsCallback, with real Trainer runs of the
+tiny model (eager backend, dynamic=False, a few steps): the graphs the callback records equal the
+graphs audit_shapes predicts from the Trainer's own dataloader."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from transformers import DataCollatorForLanguageModeling, Trainer
+
+import neuronkit as nk
+from neuronkit.events import CompileEvent
+from neuronkit.training import (DYNAMIC_ENV, CompileEventsCallback, FixedLengthCollator,
+                                RecompileWarning, StaticShapeWarning, check_static_shapes,
+                                compiles_dynamic, fixed_shape_args, late_compile_message)
+
+
+@pytest.fixture(autouse=True)
+def scoped_dynamic_env(monkeypatch):
+    """fixed_shape_args sets $ACCELERATE_DYNAMO_USE_DYNAMIC; give it back after each test."""
+    monkeypatch.delenv(DYNAMIC_ENV, raising=False)
+    monkeypatch.setenv("NEURONKIT_CPU_BACKEND", "eager")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One CPU thread: the tiny model gains nothing from more, and a busy 2-core machine makes
+    several threads spin (a 139k-parameter AdamW step took 0.14 s with 2 threads, ms with 1)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_path):
+    return nk.load_tokenizer(tiny_model_path)
+
+
+def words(n: int) -> str:
+    return " ".join(["word"] * n)
+
+
+# ---- fixed_shape_args ------------------------------------------------------------------------
+
+def test_fixed_shape_args_defaults_compile_like_neuron(tmp_path, capsys):
+    report = nk.detect()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StaticShapeWarning)      # the defaults warn about nothing
+        args = fixed_shape_args(str(tmp_path))
+    assert args.torch_compile and args.torch_compile_backend == report.compile_backend == "eager"
+    assert args.dataloader_drop_last is True
+    assert args.bf16 is report.bf16_supported
+    assert args.use_cpu is True and args.device.type == "cpu"
+    assert compiles_dynamic(args) is False
+    out = capsys.readouterr().out
+    assert "dynamic=False" in out and "the way Neuron compiles" in out and "cpu" in out
+
+
+def test_caller_values_win_and_static_shape_breakers_warn(tmp_path):
+    with pytest.warns(StaticShapeWarning, match=r"dataloader_drop_last=False.*one extra graph"):
+        args = fixed_shape_args(str(tmp_path), dataloader_drop_last=False, bf16=False,
+                                torch_compile_backend="aot_eager", quiet=True)
+    assert args.dataloader_drop_last is False and args.bf16 is False
+    assert args.torch_compile_backend == "aot_eager"
+    with pytest.warns(StaticShapeWarning, match=r"torch_compile=False.*stay hidden"):
+        args = fixed_shape_args(str(tmp_path), torch_compile=False, quiet=True)
+    assert args.torch_compile is False
+
+
+def test_dynamic_none_gives_back_torch_default_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv(DYNAMIC_ENV, "false")
+    with pytest.warns(StaticShapeWarning, match=r"dynamic=None.*fewer graphs than Neuron"):
+        args = fixed_shape_args(str(tmp_path), dynamic=None, quiet=True)
+    assert compiles_dynamic(args) is None
+    import os
+    assert DYNAMIC_ENV not in os.environ
+
+
+def test_on_neuron_the_neuron_backend_and_no_cpu(tmp_path, fake_neuron, monkeypatch):
+    """Under a fake torch-neuronx: backend 'neuron', no use_cpu, and the Neuron wording.
+    (TrainingArguments itself would try to place tensors on the fake device, so it is captured.)"""
+    seen = {}
+
+    def capture(**kw):
+        seen.update(kw)
+        return type("Args", (), {"torch_compile": kw["torch_compile"],
+                                 "torch_compile_backend": kw.get("torch_compile_backend")})()
+
+    monkeypatch.setattr("neuronkit.training.TrainingArguments", capture)
+    args = fixed_shape_args(str(tmp_path))
+    assert seen["torch_compile_backend"] == "neuron" and "use_cpu" not in seen
+    assert seen["dataloader_drop_last"] is True and seen["bf16"] is True
+    with pytest.warns(StaticShapeWarning, match="on Neuron the model then runs without"):
+        fixed_shape_args(str(tmp_path), torch_compile=False)
+    assert args.torch_compile_backend == "neuron"
+
+
+def test_check_static_shapes_names_the_partial_batch(tmp_path):
+    with pytest.warns(StaticShapeWarning):
+        args = fixed_shape_args(str(tmp_path), dataloader_drop_last=False,
+                                per_device_train_batch_size=2, quiet=True)
+    with pytest.warns(StaticShapeWarning, match=r"7 examples / batch 2 leaves a last batch of 1 "
+                                                r"-> one extra graph"):
+        found = check_static_shapes(args, list(range(7)))
+    assert len(found) == 1
+    assert check_static_shapes(args, list(range(8))) == []
+    strict = fixed_shape_args(str(tmp_path), per_device_train_batch_size=2, quiet=True)
+    assert check_static_shapes(strict, list(range(7))) == []
+
+
+# ---- FixedLengthCollator ---------------------------------------------------------------------
+
+def test_collator_pads_right_to_max_length_with_labels_masked(tok):
+    collate = FixedLengthCollator(tok, max_length=16)
+    ids = tok(words(3))["input_ids"]
+    batch = collate([{"input_ids": ids}, words(5), {"text": words(2)}])
+    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    assert all(t.shape == (3, 16) and t.dtype == torch.long for t in batch.values())
+    n = len(ids)
+    assert batch["input_ids"][0, :n].tolist() == ids                      # right padding
+    assert (batch["input_ids"][0, n:] == tok.pad_token_id).all()
+    assert batch["attention_mask"][0].tolist() == [1] * n + [0] * (16 - n)
+    assert batch["labels"][0].tolist() == ids + [-100] * (16 - n)
+    lengths = batch["attention_mask"].sum(1).tolist()
+    assert lengths == [n, len(tok(words(5))["input_ids"]), len(tok(words(2))["input_ids"])]
+    assert ((batch["labels"] == -100) == (batch["attention_mask"] == 0)).all()
+
+
+def test_collator_keeps_given_labels_and_pads_them(tok):
+    collate = FixedLengthCollator(tok, max_length=8)
+    batch = collate([{"input_ids": [5, 6, 7], "labels": [-100, 6, 7]}])
+    assert batch["labels"][0].tolist() == [-100, 6, 7] + [-100] * 5
+
+
+def test_collator_buckets_pad_each_batch_to_its_bucket(tok):
+    collate = FixedLengthCollator(tok, buckets=[8, 16, 32])
+    assert collate([{"input_ids": [1] * 3}, {"input_ids": [1] * 7}])["input_ids"].shape == (2, 8)
+    assert collate([{"input_ids": [1] * 9}])["input_ids"].shape == (1, 16)
+    assert collate([{"input_ids": [1] * 32}])["input_ids"].shape == (1, 32)
+
+
+def test_collator_over_long_example_is_a_clear_error_unless_truncation(tok):
+    with pytest.raises(ValueError, match=r"example 1 has 20 tokens, longer than max_length=16.*"
+                                         r"truncation=True"):
+        FixedLengthCollator(tok, max_length=16)([{"input_ids": [1] * 4}, {"input_ids": [1] * 20}])
+    with pytest.raises(ValueError, match=r"has 40 tokens, longer than the largest bucket \(32\)"):
+        FixedLengthCollator(tok, buckets=[16, 32])([{"input_ids": [1] * 40}])
+    cut = FixedLengthCollator(tok, max_length=16, truncation=True)(
+        [{"input_ids": list(range(1, 21))}])
+    assert cut["input_ids"][0].tolist() == list(range(1, 17))
+    assert cut["attention_mask"].sum() == 16
+
+
+def test_collator_bad_arguments(tok):
+    with pytest.raises(ValueError, match="exactly one of max_length"):
+        FixedLengthCollator(tok)
+    with pytest.raises(ValueError, match="exactly one of max_length"):
+        FixedLengthCollator(tok, max_length=8, buckets=[8])
+    with pytest.raises(ValueError, match="positive int"):
+        FixedLengthCollator(tok, max_length=0)
+    with pytest.raises(ValueError, match=r"keys \['label'\].*remove_unused_columns=False"):
+        FixedLengthCollator(tok, max_length=8)([{"label": 1}])
+
+
+# ---- the late-compile warning, from events ---------------------------------------------------
+
+@pytest.mark.parametrize("changed, reasons, hint", [
+    ("kwargs['input_ids'] dim 0: 4 -> 2", [], "partial last batch"),
+    ("kwargs['input_ids'] dim 1: 28 -> 26", [], "FixedLengthCollator"),
+    ("", ["0/0: tensor 'x' size mismatch at index 1. expected 4, actual 7"], "sequence length"),
+    ("", ["0/0: GLOBAL_STATE changed: grad_mode "], "evaluation"),
+])
+def test_late_compile_message_names_the_dimension_and_fix(changed, reasons, hint):
+    event = CompileEvent(function="forward", kind="recompile", changed=changed, reasons=reasons)
+    text = late_compile_message(event, 5)
+    assert text.startswith("step 5: forward compiled a new graph") and hint in text
+    assert (changed or reasons[0]) in text
+
+
+# ---- Trainer runs: recorded graphs == audited graphs -----------------------------------------
+
+def train(tmp_path, tiny_model_path, data, collator, callback, **kw):
+    """A real Trainer run of the tiny model; returns (trainer, audit of its train dataloader)."""
+    model = nk.load_model(tiny_model_path, device="cpu", dtype="float32").train()
+    args = fixed_shape_args(str(tmp_path / "out"), per_device_train_batch_size=2, logging_steps=1,
+                            save_strategy="no", train_sampling_strategy="sequential",
+                            disable_tqdm=True, quiet=True, **kw)
+    trainer = Trainer(model=model, args=args, train_dataset=data, data_collator=collator,
+                      callbacks=[callback])
+    assert trainer.accelerator.state.dynamo_plugin.dynamic is (kw.get("dynamic", False))
+    audit = nk.audit_shapes(trainer.get_train_dataloader())
+    trainer.train()
+    return trainer, audit
+
+
+def graphs(callback) -> int:
+    assert {e.function for e in callback.events} <= {"forward"}   # eager: forward graphs only
+    return sum(1 for e in callback.events if e.kind in ("first", "recompile"))
+
+
+@pytest.mark.slow
+def test_dynamic_padding_one_graph_per_distinct_length_as_audited(tmp_path, tiny_model_path, tok,
+                                                                   compiler_reset):
+    data = [{"input_ids": tok(words(n))["input_ids"]} for n in (10, 13, 12, 11, 8, 11)]
+    callback = CompileEventsCallback(quiet=True)
+    with pytest.warns(RecompileWarning, match=r"step 2: forward compiled a new graph.*dim 1") as w:
+        trainer, audit = train(tmp_path, tiny_model_path, data,
+                               DataCollatorForLanguageModeling(tok, mlm=False), callback)
+    assert len([x for x in w if x.category is RecompileWarning]) == 1          # warned once
+    assert audit.predicted_graphs == 3 and audit.varying_dims["input_ids"] == [1]
+    assert graphs(callback) == audit.predicted_graphs
+    assert [e.context for e in callback.events] == ["step 1", "step 2", "step 3"]
+    assert trainer.state.log_history[-1]["compile_graphs"] == 3
+    assert trainer.state.log_history[0]["compile_graphs"] == 1
+    assert trainer.state.log_history[-1]["compile_s"] == pytest.approx(callback.compile_s, abs=1e-3)
+    assert not callback.recorder.active                       # it started it, so it stopped it
+
+
+@pytest.mark.slow
+def test_without_dynamic_false_torch_hides_the_recompiles(tmp_path, tiny_model_path, tok,
+                                                          compiler_reset):
+    """The same data with torch's automatic dynamic shapes: fewer graphs than Neuron would build,
+    which is why fixed_shape_args compiles with dynamic=False."""
+    data = [{"input_ids": tok(words(n))["input_ids"]} for n in (10, 13, 12, 11, 8, 11)]
+    callback = CompileEventsCallback(quiet=True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        _, audit = train(tmp_path, tiny_model_path, data,
+                         DataCollatorForLanguageModeling(tok, mlm=False), callback, dynamic=None)
+    said = [str(x.message) for x in w if x.category is StaticShapeWarning]
+    assert any("dynamic=None" in m and "lower than on Neuron" in m for m in said)   # at train()
+    assert graphs(callback) < audit.predicted_graphs == 3
+
+
+@pytest.mark.slow
+def test_fixed_length_one_graph_as_audited_with_a_shared_recorder(tmp_path, tiny_model_path, tok,
+                                                                  compiler_reset):
+    data = [{"input_ids": tok(words(n))["input_ids"]} for n in (10, 13, 12, 11, 8, 11, 9, 14)]
+    with nk.CompileRecorder() as rec:
+        callback = CompileEventsCallback(rec)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RecompileWarning)
+            trainer, audit = train(tmp_path, tiny_model_path, data,
+                                   FixedLengthCollator(tok, max_length=32), callback)
+        assert rec.active                                    # the caller's recorder stays on
+    assert audit.predicted_graphs == 1 and audit.shapes["input_ids"] == [(2, 32)]
+    assert graphs(callback) == 1 and len(rec.events) == 1
+    assert rec.events[0].context == "step 1" and callback.events == rec.events
+    assert trainer.state.log_history[-1]["compile_graphs"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_drop_last_and_the_partial_last_batch(tmp_path, tiny_model_path, tok, compiler_reset,
+                                              drop_last):
+    data = [{"input_ids": tok(words(n))["input_ids"]} for n in (10, 13, 12, 11, 8)]  # 5 / 2
+    callback = CompileEventsCallback(quiet=True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        _, audit = train(tmp_path, tiny_model_path, data, FixedLengthCollator(tok, max_length=32),
+                         callback, dataloader_drop_last=drop_last, num_train_epochs=1)
+    messages = [str(x.message) for x in w]
+    assert graphs(callback) == audit.predicted_graphs == (1 if drop_last else 2)
+    partial = [m for m in messages if "leaves a last batch of 1 -> one extra graph" in m]
+    late = [m for m in messages if m.startswith("step 3: forward compiled a new graph")]
+    if drop_last:
+        assert not partial and not late and audit.batches == 2
+    else:
+        assert partial and "5 examples / batch 2" in partial[0]
+        assert len(late) == 1 and "dim 0: 2 -> 1" in late[0] and "dataloader_drop_last" in late[0]
+        assert callback.events[-1].context == "step 3"
