@@ -13,6 +13,13 @@ import pytest
 import torch
 
 
+def pytest_configure(config) -> None:
+    """One math thread: the tiny model runs faster single-threaded on a small, shared machine.
+    Set in the environment too, so notebook kernels started by nbval inherit it."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def neuronkit_home(tmp_path_factory) -> Path:
     """A private NEURONKIT_HOME for the whole session (no test writes to the user cache), and
