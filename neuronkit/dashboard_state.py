@@ -1,0 +1,404 @@
+"""The recompile dashboard's state and actions, with no widget in sight.
+
+``DashboardState`` holds everything the dashboard shows in traitlets (so a test or a notebook can
+drive it without a browser) and does the work behind its buttons by calling neuronkit's public
+functions: ``load_model`` / ``check_placement`` to load, ``generate`` under a ``CompileRecorder``
+to run, ``diagnose`` to explain. ``widget.RecompileDashboard`` only draws it.
+
+    state = DashboardState()            # live: the embedded tiny model by default
+    state.load(); state.generate("Hello"); state.event_count
+    state = DashboardState.replay("compile-log.jsonl")   # a saved log, no model needed
+"""
+from __future__ import annotations
+
+import os
+import random
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from traitlets import Bool, Dict, Enum, HasTraits, Int, List, Unicode
+
+from .events import CompileEvent, CompileLog
+
+PADDINGS = ("none", "max", "buckets")
+SWEEP_ORDERS = ("growing", "random")
+CPU_BACKENDS = ("eager", "aot_eager", "inductor")
+NO_COMPILE = "none"
+DTYPES = ("bfloat16", "float32", "float16")
+DEFAULT_BOUNDARIES = "32,64,128"
+DEFAULT_PROMPT = "Trainium compiles one graph for every input shape"
+SWEEP_TEXT = ("Trainium compiles one graph for every input shape it meets, so a prompt of a new "
+              "length can cost minutes of compilation before the first token appears. Padding "
+              "prompts to a few fixed lengths keeps the number of graphs small. ")
+REPLAY_REASON = "replay of a saved log: no model is loaded (start a live dashboard to generate)"
+
+
+def parse_boundaries(text: str) -> list[int]:
+    """``"32, 64,128"`` -> ``[32, 64, 128]``; a clear error for anything else."""
+    parts = [p.strip() for p in str(text).replace(";", ",").split(",") if p.strip()]
+    try:
+        values = sorted({int(p) for p in parts})
+    except ValueError:
+        values = []
+    if not values or values[0] <= 0:
+        raise ValueError(f"bucket boundaries must be comma-separated positive token counts such "
+                         f"as '32,64,128'; got {text!r}")
+    return values
+
+
+def sweep_lengths(count: int, longest: int, order: str = "growing", seed: int = 0,
+                  shortest: int = 8) -> list[int]:
+    """Prompt lengths for a sweep: ``count`` lengths up to ``longest``, growing or shuffled."""
+    if count < 1:
+        raise ValueError(f"a sweep needs at least 1 prompt, got {count}")
+    if order not in SWEEP_ORDERS:
+        raise ValueError(f"sweep order must be one of {SWEEP_ORDERS}, got {order!r}")
+    shortest = max(1, min(shortest, longest))
+    if order == "random":
+        rng = random.Random(seed)
+        return [rng.randint(shortest, longest) for _ in range(count)]
+    if count == 1:
+        return [longest]
+    return [round(shortest + (longest - shortest) * i / (count - 1)) for i in range(count)]
+
+
+def chart_figure(log: CompileLog):
+    """The dashboard's chart: ``charts.timeline`` on a wide figure with fixed margins.
+
+    Fixed margins (room on the right for the legend) draw in one pass, about twice as fast as a
+    constrained layout: the chart is redrawn while compile events stream in.
+    """
+    from matplotlib.figure import Figure
+
+    from .charts import timeline
+
+    fig = Figure(figsize=(9.0, 3.2), dpi=100)
+    fig.subplots_adjust(left=0.07, right=0.79, bottom=0.15, top=0.9)
+    timeline(log, ax=fig.add_subplot())
+    return fig
+
+
+def chart_png(log: CompileLog) -> bytes:
+    """PNG bytes of :func:`chart_figure`."""
+    from .charts import png_bytes
+
+    return png_bytes(chart_figure(log))
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"TypeName: first line of the message"``."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+class DashboardState(HasTraits):
+    """Inputs, outputs and status of one dashboard session; actions are methods."""
+
+    mode = Enum(("live", "replay"), default_value="live")
+    # inputs (the widget links its controls to these)
+    model_path = Unicode("", help="folder or Hub name; empty: the embedded tiny model")
+    device = Unicode("cpu")
+    dtype = Enum(DTYPES, default_value="bfloat16")
+    backend = Unicode("eager", help="compile backend, or 'none' for no compile")
+    prompt = Unicode(DEFAULT_PROMPT)
+    max_new_tokens = Int(16)
+    padding = Enum(PADDINGS, default_value="none")
+    boundaries = Unicode(DEFAULT_BOUNDARIES)
+    sweep_count = Int(6)
+    sweep_order = Enum(SWEEP_ORDERS, default_value="growing")
+    export_path = Unicode("compile-log")
+    # what the session knows
+    device_options = List()
+    backend_options = List()
+    device_note = Unicode()
+    source = Unicode(help="the model folder, or the replayed log file")
+    loaded = Bool(False)
+    placement = Unicode()
+    placement_ok = Bool(False)
+    busy = Bool(False)
+    status = Unicode()
+    status_kind = Enum(("info", "busy", "ok", "error"), default_value="info")
+    error = Unicode(help="'Type: message' of the last failed action, '' after a success")
+    error_detail = Unicode(help="traceback of the last failed action")
+    progress = Int(0)
+    progress_max = Int(0)
+    event_count = Int(0)
+    graph_counts = Dict()
+    advice = List()
+    generated_text = Unicode()
+    run_summary = Unicode()
+    prompt_lengths = List(help="token lengths of the prompts sent so far (the planner's input)")
+
+    def __init__(self, model_path: str | os.PathLike[str] | None = None, *,
+                 device: str | None = None, dtype: str | None = None, backend: str | None = None,
+                 log: CompileLog | None = None, **traits: Any) -> None:
+        super().__init__(**traits)
+        self.model = None
+        self.tokenizer = None
+        self.recorder = None
+        self._unsubscribe = None
+        self._runs = 0
+        self._log = log
+        if log is not None:  # replay: no torch, no model
+            self.mode = "replay"
+            head = log.header or {}
+            self.device_options = [str(head.get("device") or "unknown")]
+            self.device = self.device_options[0]
+            self.backend_options = [str(head.get("backend") or "unknown")]
+            self.backend = self.backend_options[0]
+            self.device_note = (f"recorded on {self.device} with the {self.backend!r} backend; "
+                                f"{REPLAY_REASON}")
+            self.source = self.source or str(log.path or "")
+            self.refresh()
+            self._say(f"Replaying {len(log.events)} compile events from "
+                      f"{Path(self.source).name or 'a saved log'}; {REPLAY_REASON}.", "info")
+            return
+        from .device import detect
+
+        report = detect()
+        self.device_options = [report.device] + (["cpu"] if report.device != "cpu" else [])
+        self.device = device or report.device
+        if self.device not in self.device_options:
+            self.device_options = [*self.device_options, self.device]
+        if report.device == "neuron":
+            self.backend_options = ["neuron", NO_COMPILE]
+            self.device_note = f"{report.device_count} Neuron device(s); backend 'neuron'"
+        else:
+            self.backend_options = [*CPU_BACKENDS, NO_COMPILE]
+            self.device_note = f"no Neuron: {report.reason}"
+        self.backend = backend or report.compile_backend
+        if self.backend not in self.backend_options:
+            self.backend_options = [*self.backend_options, self.backend]
+        self.dtype = dtype or ("bfloat16" if report.bf16_supported else "float32")
+        self.model_path = os.fspath(model_path) if model_path is not None else ""
+        self._new_recorder()
+        self._say("Press Load to load the model (empty path: the embedded tiny model).", "info")
+
+    @classmethod
+    def replay(cls, path: str | os.PathLike[str]) -> "DashboardState":
+        """A read-only session over a saved JSONL log (no model, no torch needed)."""
+        return cls(log=CompileLog.load(path), source=os.fspath(path))
+
+    # -- the log and its derived views -------------------------------------------------
+    @property
+    def log(self) -> CompileLog:
+        """The session's events: the recorder's log (live) or the loaded file (replay)."""
+        if self.recorder is not None:
+            return self.recorder.log
+        assert self._log is not None
+        return self._log
+
+    def refresh(self, advice: bool = True) -> None:
+        """Recompute the counters (and, if ``advice``, the ``diagnose()`` findings) from the log."""
+        from .advice import diagnose
+
+        log = self.log
+        self.graph_counts = log.graph_counts()
+        if advice:
+            self.advice = list(diagnose(log))
+        self.event_count = len(log.events)
+
+    def _on_event(self, event: CompileEvent) -> None:
+        # runs in the thread that compiles: keep it cheap. The widget redraws on the event_count
+        # change and refreshes the advice with the chart, at most every CHART_EVERY_S.
+        try:
+            self.refresh(advice=False)
+        except Exception as exc:  # a view must never break the workload that feeds it
+            self.fail(exc)
+
+    def _new_recorder(self) -> None:
+        from .recorder import CompileRecorder
+
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self.recorder = CompileRecorder(device=self.device, backend=self.backend,
+                                        context="dashboard", quiet=True)
+        self._unsubscribe = self.recorder.subscribe(self._on_event)
+
+    # -- status ------------------------------------------------------------------------
+    def _say(self, text: str, kind: str = "info") -> None:
+        self.status_kind = kind
+        self.status = text
+
+    def fail(self, exc: BaseException) -> None:
+        """Show ``exc`` in the status area (type and message, traceback kept in error_detail)."""
+        self.error = describe_error(exc)
+        self.error_detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self._say(self.error, "error")
+
+    @contextmanager
+    def _action(self, what: str, steps: int = 0) -> Iterator[None]:
+        """Busy while running ``what``; any error lands in the status area and is re-raised."""
+        if self.busy:
+            raise RuntimeError(f"cannot start {what!r}: the dashboard is still busy")
+        self.busy = True
+        self.error = self.error_detail = ""
+        self.progress, self.progress_max = 0, steps
+        self._say(f"{what} …", "busy")
+        try:
+            yield
+        except BaseException as exc:
+            self.fail(exc)
+            raise
+        finally:
+            self.busy = False
+
+    def _need(self, what: str) -> None:
+        if self.mode == "replay":
+            raise RuntimeError(f"{what} is not available in a {REPLAY_REASON}")
+        if self.model is None:
+            raise RuntimeError(f"{what} needs a model: press Load first")
+
+    # -- actions -----------------------------------------------------------------------
+    def load(self) -> None:
+        """Load ``model_path`` (empty: the tiny model) on ``device``, then check placement."""
+        import neuronkit as nk
+
+        with self._action("Loading the model"):
+            if self.mode == "replay":
+                raise RuntimeError(f"Load is not available in a {REPLAY_REASON}")
+            self.loaded = False
+            path = self.model_path.strip() or None
+            self.model = self.tokenizer = None
+            start = time.perf_counter()
+            model = nk.load_model(path, device=self.device, dtype=self.dtype)
+            tokenizer = nk.load_tokenizer(path)
+            report = nk.check_placement(model, self.device)
+            self.model, self.tokenizer = model, tokenizer
+            if not self.log.events:          # the log's header names this device and backend
+                self._new_recorder()
+            self.source = path or str(nk.tiny_model())
+            self.placement, self.placement_ok = str(report), report.ok
+            self.loaded = True
+            params = sum(p.numel() for p in model.parameters())
+            self._say(f"Loaded {Path(self.source).name} ({params:,} parameters, {self.dtype}) on "
+                      f"{self.device} in {time.perf_counter() - start:.1f} s", "ok")
+
+    def buckets(self):
+        """The Buckets the padding strategy asks for (None: each prompt keeps its length)."""
+        from .shapes import Buckets
+
+        if self.padding == "none":
+            return None
+        bounds = parse_boundaries(self.boundaries)
+        return Buckets(bounds if self.padding == "buckets" else [bounds[-1]])
+
+    def generate(self, prompt: str | None = None) -> Any:
+        """Generate from ``prompt`` (default: the prompt trait); returns the GenerationResult."""
+        prompt = self.prompt if prompt is None else prompt
+        with self._action("Generating (a new shape compiles first)"):
+            self._need("Generate")
+            buckets = self.buckets()
+            result = self._run(prompt, buckets, f"generate {self._runs + 1}")
+            self.generated_text = result.texts[0]
+            self._say(f"Generated: {self.run_summary}", "ok")
+        return result
+
+    def sweep(self) -> list[Any]:
+        """Send ``sweep_count`` prompts of growing (or random) lengths, one request at a time."""
+        results: list[Any] = []
+        before = sum(self.graph_counts.values())
+        with self._action(f"Sweep of {self.sweep_count} prompts", steps=max(self.sweep_count, 0)):
+            self._need("Sweep")
+            buckets = self.buckets()
+            longest = parse_boundaries(self.boundaries)[-1]
+            lengths = sweep_lengths(self.sweep_count, longest, self.sweep_order, seed=self._runs)
+            for i, n in enumerate(lengths, 1):
+                self._say(f"Sweep {i}/{len(lengths)}: a prompt of about {n} tokens …", "busy")
+                prompt = self.prompt_of_length(n)
+                results.append(self._run(prompt, buckets, f"sweep {i}/{len(lengths)}"))
+                self.generated_text = results[-1].texts[0]
+                self.progress = i
+            new = sum(self.graph_counts.values()) - before
+            self._say(f"Sweep done: {len(lengths)} prompts ({self.sweep_order} lengths "
+                      f"{min(lengths)}..{max(lengths)}), padding {self.padding}: {new} new "
+                      f"graph(s)", "ok")
+        return results
+
+    def prompt_of_length(self, n: int) -> str:
+        """A prompt of about ``n`` tokens for the loaded tokenizer."""
+        self._need("A sweep prompt")
+        per_repeat = max(1, len(self.tokenizer(SWEEP_TEXT, add_special_tokens=False)["input_ids"]))
+        text = SWEEP_TEXT * (2 + n // per_repeat)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:n]
+        return self.tokenizer.decode(ids)
+
+    def _run(self, prompt: str, buckets: Any, label: str) -> Any:
+        import neuronkit as nk
+
+        self._runs += 1
+        length = len(self.tokenizer(prompt)["input_ids"])
+        self.prompt_lengths = [*self.prompt_lengths, length]
+        compile_ = self.backend != NO_COMPILE
+        with self.recorder.context(label):
+            result = nk.generate(self.model, self.tokenizer, [prompt],
+                                 max_new_tokens=self.max_new_tokens, buckets=buckets,
+                                 recorder=self.recorder, compile=compile_,
+                                 # on Neuron, transformers' own default (backend "neuron")
+                                 backend=self.backend if compile_ and self.backend != "neuron"
+                                 else None)
+        self.refresh()
+        compiles = len(result.events)
+        self.run_summary = (f"{length} prompt tokens, {self.max_new_tokens} new, "
+                            f"{result.wall_s:.2f} s, {result.tokens_per_s:.0f} tokens/s, "
+                            f"padding waste {result.padding_waste:.0%}, {compiles} compile(s)")
+        return result
+
+    def plan(self) -> str:
+        """Plan bucket boundaries from the prompt lengths seen so far (``plan_buckets``)."""
+        from .shapes import plan_buckets
+
+        with self._action("Planning buckets"):
+            if not self.prompt_lengths:
+                raise ValueError("no prompt lengths yet: Generate or Sweep first, then plan")
+            planned = plan_buckets(self.prompt_lengths, max_buckets=4)
+            self.boundaries = ",".join(str(b) for b in planned)
+            self._say(f"Planned {planned!r} from {len(self.prompt_lengths)} prompt lengths "
+                      "(compile cost vs padded tokens); padding set to buckets", "ok")
+            self.padding = "buckets"
+        return self.boundaries
+
+    def reset(self) -> None:
+        """Forget every compiled graph in this process (torch.compiler.reset); a new log."""
+        with self._action("Resetting compiled graphs"):
+            if self.mode == "replay":
+                raise RuntimeError(f"Reset is not available in a {REPLAY_REASON}")
+            import torch
+
+            torch.compiler.reset()
+            self._new_recorder()
+            self.prompt_lengths = []
+            self.refresh()
+            self._say("Compiled graphs cleared (torch.compiler.reset()); a new log started", "ok")
+
+    def export_log(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the session log as JSONL (the suffix becomes .jsonl)."""
+        target = Path(path or self.export_path).expanduser().with_suffix(".jsonl")
+        with self._action("Saving the log"):
+            written = CompileLog(self.log.events, header=self.log.header).save(target)
+            self._say(f"Saved {len(self.log.events)} events to {written.resolve()}", "ok")
+        return written
+
+    def export_png(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the chart as PNG (the suffix becomes .png)."""
+        from .charts import save_png
+
+        target = Path(path or self.export_path).expanduser().with_suffix(".png")
+        with self._action("Saving the chart"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            written = Path(save_png(chart_figure(self.log), target))
+            self._say(f"Saved the chart to {written.resolve()}", "ok")
+        return written
+
+    def close(self) -> None:
+        """Stop listening to the recorder and drop the model."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self.recorder is not None and self.recorder.active:
+            self.recorder.stop()
+        self.model = self.tokenizer = None
+        self.loaded = False

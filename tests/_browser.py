@@ -1,0 +1,152 @@
+"""Helpers for the real-browser tests: a Voilà server on 127.0.0.1 and Debian's Chromium.
+
+The server runs in its own process group with private JUPYTER_* / IPYTHON dirs and a token, and
+is always killed (the whole group) on exit. Chromium is ``/usr/bin/chromium`` driven by
+Playwright; no browser is ever downloaded. Without Chromium (or Playwright, or Voilà) the tests
+skip with the reason, unless NEURONKIT_REQUIRE_BROWSER=1 (CI), where they fail instead.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+REQUIRE_ENV = "NEURONKIT_REQUIRE_BROWSER"
+KERNEL_PID_FILE = "kernel.pid"     # a test notebook writes os.getpid() here (see stop_kernel)
+
+
+def require_browser() -> None:
+    """Skip (or, with NEURONKIT_REQUIRE_BROWSER=1, fail) when the browser stack is missing."""
+    missing = []
+    if not os.access(CHROMIUM, os.X_OK):
+        missing.append(f"{CHROMIUM} not found (apt-get install -y chromium)")
+    for module in ("playwright", "voila"):
+        if importlib.util.find_spec(module) is None:
+            missing.append(f"python package {module!r} not installed (pip install -e '.[test]')")
+    if not missing:
+        return
+    reason = "browser test needs: " + "; ".join(missing)
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{reason} ({REQUIRE_ENV}=1 makes this a failure, not a skip)")
+    pytest.skip(reason)
+
+
+def write_notebook(path: Path, cells: list[str]) -> Path:
+    """A minimal nbformat-4 notebook of code cells, for the python3 kernel."""
+    notebook = {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": f"cell-{i}",
+                   "metadata": {}, "outputs": [], "source": source}
+                  for i, source in enumerate(cells)],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def isolated_env(root: Path, **extra: str) -> dict[str, str]:
+    """os.environ with private Jupyter/IPython dirs under ``root`` and this venv first on PATH."""
+    env = dict(os.environ)
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
+        folder = root / name.lower()
+        folder.mkdir(parents=True, exist_ok=True)
+        env[name] = str(folder)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["MPLBACKEND"] = "Agg"
+    env.update(extra)
+    return env
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}:\n{tail(log)}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"the server did not listen on port {port} within {timeout_s} s:\n"
+                       f"{tail(log)}")
+
+
+def tail(path: Path, chars: int = 4000) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-chars:]
+    except OSError:
+        return "(no server log)"
+
+
+@contextlib.contextmanager
+def voila(notebook: Path, workdir: Path, env: dict[str, str],
+          timeout_s: float = 60.0) -> Iterator[tuple[str, Path]]:
+    """Serve ``notebook`` with Voilà; yields (url with token, server log path)."""
+    port, token = free_port(), secrets.token_hex(16)
+    log = workdir / "voila.log"
+    cmd = [sys.executable, "-m", "voila", str(notebook), "--no-browser", f"--port={port}",
+           "--Voila.ip=127.0.0.1", f"--Voila.token={token}", "--show_tracebacks=True",
+           f"--Voila.root_dir={notebook.parent}"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        _wait_for_port(port, proc, timeout_s, log)
+        yield f"http://127.0.0.1:{port}/?token={token}", log
+    finally:
+        stop_group(proc)
+        stop_kernel(workdir / KERNEL_PID_FILE)
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left after ``grace_s``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)   # the kernel too, if it outlived the server
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+
+
+def stop_kernel(pid_file: Path) -> None:
+    """Kill the notebook's kernel by the pid it wrote (jupyter starts kernels in their own
+    session, so the server's group does not hold it; it also exits on its own once the server
+    is gone)."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(pid_file.read_text().strip())
+        for _ in range(20):
+            os.kill(pid, 0)                  # raises once it is gone
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+
+
+def keep_artifact(path: Path) -> None:
+    """Copy a screenshot or log to $NEURONKIT_TEST_OUTPUT (if set) so CI keeps it."""
+    target = os.environ.get("NEURONKIT_TEST_OUTPUT")
+    if target and path.exists():
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, Path(target) / path.name)
