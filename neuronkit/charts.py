@@ -117,8 +117,10 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
         ax.scatter([xs[i] for i in hits], [events[i].duration_s for i in hits], marker="X", s=110,
                    color=LIMIT_COLOUR, label="limit hit", zorder=5)
         first = hits[0]
+        right_half = xs[first] > (min(xs) + max(xs)) / 2  # keep the note inside the axes
         ax.annotate(f"recompile limit hit ({len(hits)}x): eager fallback",
-                    (xs[first], events[first].duration_s), xytext=(8, 14),
+                    (xs[first], events[first].duration_s), xytext=(-8 if right_half else 8, 14),
+                    ha="right" if right_half else "left",
                     textcoords="offset points", color=LIMIT_COLOUR, fontsize=8,
                     arrowprops={"arrowstyle": "-", "color": LIMIT_COLOUR})
     handles, _ = ax.get_legend_handles_labels()
