@@ -107,6 +107,15 @@ class CompileLog:
                     os.fsync(fh.fileno())
         return event
 
+    def set_wall_time(self, seconds: float) -> None:
+        """Set the active wall time; the file gets a ``{"wall_time_s": ...}`` line (last one wins)."""
+        with self._lock:
+            self.wall_time_s = float(seconds)
+            if self.path is not None:
+                with open(self.path, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"wall_time_s": self.wall_time_s}) + "\n")
+                    fh.flush()
+
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the whole log (header + events) to ``path``; later appends go there too."""
         self.path = Path(path)
@@ -149,18 +158,26 @@ class CompileLog:
                 f"{path} uses log format version {version!r}; this neuronkit reads up to "
                 f"{FORMAT_VERSION}. Upgrade neuronkit (pip install -U neuronkit) to read it.")
         events: list[CompileEvent] = []
+        wall_time_s = header.get("wall_time_s")
+        last = len(lines)
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
             try:
-                events.append(CompileEvent.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, TypeError) as exc:
-                if number == len(lines):
-                    warnings.warn(f"{path}: skipped a truncated last line ({number}): {exc}",
-                                  stacklevel=2)
+                data = json.loads(line)
+                if not isinstance(data, dict):
+                    raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+                if "seq" not in data and "wall_time_s" in data:
+                    wall_time_s = data["wall_time_s"]
                     continue
-                raise LogFormatError(f"{path}: line {number} is not a valid event: {exc}") from exc
-        return cls(events, header=header)
+                events.append(CompileEvent.from_dict(data))
+            except (json.JSONDecodeError, TypeError, ValueError) as exc:
+                what = "a truncated last line" if number == last else "a damaged line"
+                warnings.warn(f"{path}: skipped {what} ({number}): {exc}", stacklevel=2)
+        log = cls(events, header=header)
+        log.path = path
+        log.wall_time_s = wall_time_s
+        return log
 
     # -- views -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -208,19 +225,36 @@ class CompileLog:
         return list(rows.values())
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
-        """Write a Chrome trace (Perfetto / chrome://tracing): one slice per event, a row per rank."""
-        t0 = min((e.started_at for e in self.events), default=0.0)
-        trace = []
-        for e in self.events:
+        """Write a Chrome trace (Perfetto / chrome://tracing): one slice per event.
+
+        One process per rank, one thread row per function; times are relative to the first event.
+        """
+        events = list(self.events)
+        t0 = min((e.started_at for e in events), default=0.0)
+        tids: dict[tuple[int, str], int] = {}
+        trace: list[dict[str, Any]] = []
+        for e in events:
+            key = (e.rank, e.function)
+            if key not in tids:
+                tids[key] = len(tids) + 1
+                trace.append({"name": "thread_name", "ph": "M", "pid": e.rank, "tid": tids[key],
+                              "args": {"name": e.function or "?"}})
             trace.append({
                 "name": f"{e.function} [{e.kind}]", "cat": "compile", "ph": "X",
-                "ts": (e.started_at - t0) * 1e6, "dur": max(e.duration_s, 0.0) * 1e6,
-                "pid": e.rank, "tid": e.function,
-                "args": {"compile_id": e.compile_id, "changed": e.changed, "reasons": e.reasons,
-                         "context": e.context, "input_shapes": e.input_shapes},
+                "ts": round((e.started_at - t0) * 1e6, 3),
+                "dur": round(max(e.duration_s, 0.0) * 1e6, 3),
+                "pid": e.rank, "tid": tids[key],
+                "args": {"compile_id": e.compile_id, "kind": e.kind, "location": e.location,
+                         "changed": e.changed, "reasons": e.reasons, "context": e.context,
+                         "input_shapes": e.input_shapes, "graph_count": e.graph_count},
             })
+        for rank in sorted({e.rank for e in events}):
+            trace.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0,
+                          "args": {"name": f"rank {rank}"}})
         out = Path(path)
-        out.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}), encoding="utf-8")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}, default=str),
+                       encoding="utf-8")
         return out
 
     @classmethod

@@ -321,7 +321,9 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
             clock = _FirstTokenClock()
             seen = len(rec.events)
             processors = LogitsProcessorList([clock, *logits_processor])
-            with rec.context(f"generate batch {n}: bucket {bucket}, cache {cache_len}"):
+            label = f"generate batch {n}: bucket {bucket}, cache {cache_len}"
+            outer = rec.current_context  # keep a caller's label (a sweep step, a training step)
+            with rec.context(f"{outer} · {label}" if outer and outer != "generate" else label):
                 t0 = time.perf_counter()
                 out = model.generate(input_ids=input_ids, attention_mask=mask,
                                      max_new_tokens=max_new_tokens, pad_token_id=pad_id,

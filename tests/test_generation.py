@@ -102,6 +102,12 @@ def test_without_buckets_each_new_longest_batch_compiles(model, tok, compiler_re
     assert res.events == rec.events[-len(res.events):]
     assert all(e.context.startswith("generate batch") for e in res.events)
     assert sum(t.compiles for t in res.timings) == res.graphs
+    torch.compiler.reset()
+    with nk.CompileRecorder(context="sweep 2") as rec:      # a caller's label is kept
+        res = nk.generate(model, tok, prompts[:2], max_new_tokens=6, batch_size=2,
+                          backend=counter, recorder=rec)
+        assert rec.current_context == "sweep 2"
+    assert res.events and all(e.context.startswith("sweep 2 · generate batch") for e in res.events)
 
 
 def test_cache_length_rule():

@@ -1,0 +1,181 @@
+"""CompileRecorder: every torch.compile (Dynamo) compile, as it happens, as a CompileEvent.
+
+    with nk.CompileRecorder("compile-log.jsonl") as rec:
+        model(x)                      # any torch.compile work
+    rec.events                        # [CompileEvent(function="forward", kind="first", ...), ...]
+
+Events come from ``recorder_sources`` (torch's structured trace, read in process); these two
+modules are the only ones that touch ``torch._dynamo`` / ``torch._logging`` internals. Several
+recorders may be active at once: each sees every compile. A recorder may be started again after
+``stop()``: it continues the same log. ``log_path`` is (re)written with a header line, then each
+event is appended and flushed as it happens.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from .events import CompileEvent, CompileLog, default_header
+from .recorder_sources import TAP, say
+
+
+def default_rank() -> int:
+    """$RANK, else the torch.distributed rank when initialised, else 0."""
+    if os.environ.get("RANK", "").isdigit():
+        return int(os.environ["RANK"])
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:
+        pass
+    return 0
+
+
+def _detected() -> tuple[str, str]:
+    from .device import detect
+
+    report = detect()
+    return report.device, report.compile_backend
+
+
+class CompileRecorder:
+    """Records every Dynamo compile while active; a context manager, or ``start()`` / ``stop()``.
+
+    ``log_path``: JSONL file to mirror the log to (None: memory only). ``device`` / ``backend``:
+    stored in the header and on events (default: ``nk.detect()``; an event's backend is the one
+    the compile really used when torch names it). ``rank``: default $RANK, else the
+    torch.distributed rank, else 0. ``context``: the first label (see ``context()``).
+    ``quiet``: hide torch's own recompile-limit warning (neuronkit warns instead); the recorder
+    never turns on any torch logging itself.
+    """
+
+    def __init__(self, log_path: str | os.PathLike[str] | None = None, *, device: str | None = None,
+                 backend: str | None = None, rank: int | None = None, context: str = "",
+                 quiet: bool = True) -> None:
+        if rank is not None and (not isinstance(rank, int) or rank < 0):
+            raise ValueError(f"rank must be a non-negative int, got {rank!r}")
+        if not (device and backend):
+            detected = _detected()
+            device, backend = device or detected[0], backend or detected[1]
+        self.device, self.backend = str(device), str(backend)
+        self.rank = default_rank() if rank is None else rank
+        self.quiet = quiet
+        self.log = CompileLog(header=default_header(device=self.device, backend=self.backend,
+                                                    rank=self.rank),
+                              path=Path(log_path) if log_path is not None else None)
+        self.subscriber_errors: list[BaseException] = []
+        self._context = str(context)
+        self._subscribers: list[Callable[[CompileEvent], Any]] = []
+        self._started: float | None = None
+        self._wall_s = 0.0
+
+    # -- lifecycle ----------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self._started is not None
+
+    @property
+    def events(self) -> list[CompileEvent]:
+        return self.log.events
+
+    def start(self) -> CompileRecorder:
+        """Begin recording (again: a restarted recorder continues the same log)."""
+        if self._started is None:
+            if "torch_neuronx" not in sys.modules:
+                with contextlib.suppress(Exception):
+                    import importlib.util
+
+                    if importlib.util.find_spec("torch_neuronx") is not None:
+                        import torch_neuronx  # noqa: F401  (its metrics enrich the events)
+            TAP.add(self)
+            self._started = time.perf_counter()
+        return self
+
+    def stop(self) -> CompileRecorder:
+        """Stop recording; torch's logging is left as it was found once no recorder is active."""
+        if self._started is not None:
+            TAP.remove(self)
+            self._wall_s += time.perf_counter() - self._started
+            self._started = None
+            try:
+                self.log.set_wall_time(self._wall_s)
+            except OSError as exc:  # the file went away: keep it in memory, do not mask the body
+                say(f"could not write the wall time to {self.log.path}: {exc}")
+        return self
+
+    def __enter__(self) -> CompileRecorder:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "stopped"
+        return f"CompileRecorder({state}, {len(self.log)} events, context={self._context!r})"
+
+    # -- context label ------------------------------------------------------------------
+    @property
+    def current_context(self) -> str:
+        """The label the next event will carry."""
+        return self._context
+
+    def set_context(self, label: Any) -> None:
+        """The label stored on the following events (a step number, a prompt, a cell)."""
+        self._context = str(label)
+
+    @contextlib.contextmanager
+    def context(self, label: Any) -> Iterator[CompileRecorder]:
+        """``with rec.context("step 3"):`` labels the compiles inside, then restores the label."""
+        previous, self._context = self._context, str(label)
+        try:
+            yield self
+        finally:
+            self._context = previous
+
+    def register_recompile_context(self) -> Callable[[], None]:
+        """Also hand the current label to torch's own ``recompile_user_contexts`` metric."""
+        import torch._dynamo
+
+        hook = lambda: self._context  # noqa: E731
+        torch._dynamo.register_hook_for_recompile_user_context(hook)
+
+        def unregister() -> None:
+            from torch._dynamo import utils
+
+            hooks = getattr(utils, "_recompile_user_contexts", None) or []
+            if hook in hooks:
+                hooks.remove(hook)
+        return unregister
+
+    # -- subscribers --------------------------------------------------------------------
+    def subscribe(self, fn: Callable[[CompileEvent], Any]) -> Callable[[], None]:
+        """Call ``fn(event)`` for each event as it is recorded; returns the unsubscribe function."""
+        if not callable(fn):
+            raise TypeError(f"subscribe() needs a callable taking a CompileEvent, got {fn!r}")
+        self._subscribers.append(fn)
+
+        def unsubscribe() -> None:
+            if fn in self._subscribers:
+                self._subscribers.remove(fn)
+        return unsubscribe
+
+    def _record(self, raw: dict[str, Any]) -> None:
+        event = CompileEvent(**copy.deepcopy(raw), device=self.device, rank=self.rank,
+                             context=self._context)
+        event.backend = event.backend or self.backend
+        self.log.append(event)
+        for fn in list(self._subscribers):
+            try:
+                fn(event)
+            except Exception as exc:
+                self.subscriber_errors.append(exc)
+                if len(self.subscriber_errors) == 1:
+                    say(f"a CompileRecorder subscriber raised {exc!r}; recording goes on "
+                         f"(all errors: rec.subscriber_errors)")
