@@ -27,18 +27,27 @@ def examples(count: int, tokenizer) -> list[dict]:
             for i in range(count)]
 
 
-def train_fsdp(args, model_path, log_path) -> None:
-    from transformers import DistributedConfig, Trainer
+def _load_sharded(model_path, parallelism: str):
+    """(world size, tokenizer, model sharded over all ranks: ``parallelism`` is
+    ``"fsdp_size"`` or ``"tp_size"``)."""
+    from transformers import DistributedConfig
 
     from .device import detect
     from .models import load_model, load_tokenizer
+
+    device = detect().device
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    config = DistributedConfig(**{parallelism: world})
+    model = load_model(model_path, device=device, dtype=_dtype(device), distributed_config=config)
+    return world, load_tokenizer(model_path), model.train()
+
+
+def train_fsdp(args, model_path, log_path) -> None:
+    from transformers import Trainer
+
     from .training import CompileEventsCallback, FixedLengthCollator, fixed_shape_args
 
-    report = detect()
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    tok = load_tokenizer(model_path)
-    model = load_model(model_path, device=report.device, dtype=_dtype(report.device),
-                       distributed_config=DistributedConfig(fsdp_size=world)).train()
+    world, tok, model = _load_sharded(model_path, "fsdp_size")
     out = args.out or tempfile.mkdtemp(prefix="neuronkit-fsdp-")
     targs = fixed_shape_args(out, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
                              logging_steps=1, save_strategy="no", disable_tqdm=True,
@@ -55,19 +64,15 @@ def train_fsdp(args, model_path, log_path) -> None:
 
 def train_tp(args, model_path, log_path) -> None:
     import torch
-    from transformers import DistributedConfig
 
-    from .device import detect
     from .distributed import TrainerParallelismError, check_trainer_parallelism
-    from .models import load_model, load_tokenizer
     from .recorder import CompileRecorder
     from .training import FixedLengthCollator
 
-    report = detect()
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    tok = load_tokenizer(model_path)
-    model = load_model(model_path, device=report.device, dtype=_dtype(report.device),
-                       distributed_config=DistributedConfig(tp_size=world)).train()
+    from .device import detect
+
+    backend = detect().compile_backend
+    world, tok, model = _load_sharded(model_path, "tp_size")
     try:
         check_trainer_parallelism(model)      # explains why Trainer cannot take this model here
     except TrainerParallelismError as exc:
@@ -90,9 +95,9 @@ def train_tp(args, model_path, log_path) -> None:
     collate = FixedLengthCollator(tok, max_length=args.max_length, truncation=True)
     data = examples(args.batch_size * args.steps, tok)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    compiled = torch.compile(model, backend=report.compile_backend, dynamic=False)
+    compiled = torch.compile(model, backend=backend, dynamic=False)
     device = next(model.parameters()).device
-    with CompileRecorder(log_path=log_path, backend=report.compile_backend) as rec:
+    with CompileRecorder(log_path=log_path, backend=backend) as rec:
         for step in range(1, args.steps + 1):
             rec.set_context(f"step {step}")
             chunk = data[(step - 1) * args.batch_size: step * args.batch_size]
