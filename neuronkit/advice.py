@@ -436,5 +436,7 @@ def diagnose(log: CompileLog | Iterable[CompileEvent]) -> list[Advice]:
             "shapes are static: one graph per function",
             "Graphs: " + ", ".join(f"{f} {n}" for f, n in graphs.items()) + ". Nothing recompiled.",
             "", "info", {"graphs": graphs}))
-    found.append(_compile_share(events, getattr(log, "wall_time_s", None)))
-    return sorted(found, key=lambda a: SEVERITIES.index(a.severity))
+    found.sort(key=lambda a: SEVERITIES.index(a.severity))
+    # the timing finding comes last whatever its severity: it depends on the machine's speed,
+    # so the shape findings above it keep their place from run to run
+    return found + [_compile_share(events, getattr(log, "wall_time_s", None))]

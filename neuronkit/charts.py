@@ -89,6 +89,7 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     """
     _check(x, by)
     events = _events(log)
+    own_axes = ax is None  # on a caller's (possibly shared) axes, leave the y limits to them
     fig, ax = _axes(ax, (8.0, 3.6))
     if not events:
         return _empty(fig, ax, "Compile timeline")
@@ -131,10 +132,12 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
               frameon=False)
     ax.set_xlabel(XLABELS[x])
     ax.set_ylabel("compile seconds")
-    top = max(max(e.duration_s for e in events), 1e-3) * 1.12
-    ax.set_ylim(-0.04 * top, top)  # room for the limit-hit marks, which sit near 0 s
+    if own_axes:
+        top = max(max(e.duration_s for e in events), 1e-3) * 1.12
+        ax.set_ylim(-0.04 * top, top)  # room for the limit-hit marks, which sit near 0 s
     total = sum(e.duration_s for e in events)
-    ax.set_title(f"Compile timeline: {len(events)} events, {total:.1f} s compiling")
+    noun = "event" if len(events) == 1 else "events"
+    ax.set_title(f"Compile timeline: {len(events)} {noun}, {total:.1f} s compiling")
     ax.grid(True, alpha=0.3)
     return fig
 

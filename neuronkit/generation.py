@@ -97,11 +97,16 @@ class GenerationResult:
 
     def __str__(self) -> str:
         shape = repr(self.buckets) if self.buckets is not None else "no buckets"
-        return (f"{len(self.texts)} prompts in {len(self.timings)} batches of {self.batch_size} "
-                f"({shape}; cache lengths {self.cache_lengths}) on {self.device}, backend "
-                f"{self.backend or 'none (compile=False)'}: {self.graphs} compiles "
+        return (f"{_plural(len(self.texts), 'prompt')} in {_plural(len(self.timings), 'batch')} "
+                f"of {self.batch_size} ({shape}; cache lengths {self.cache_lengths}) on "
+                f"{self.device}, backend {self.backend or 'none (compile=False)'}: "
+                f"{_plural(self.graphs, 'compile')} "
                 f"({self.compile_s:.2f} s), {self.new_tokens} new tokens in {self.wall_s:.2f} s "
                 f"= {self.tokens_per_s:.1f} tokens/s, padding waste {self.padding_waste:.0%}")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('ch') else 's'}"
 
 
 class _FirstTokenClock:

@@ -60,7 +60,7 @@ def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = 
         rows.append([str(e.seq), f"{e.started_at - t0:.2f}", _cut(e.function, 24), kind,
                      _cut(clean_name(e.changed), 44) or "-",
                      short_reason(e.reasons[0], 36) if e.reasons else "-",
-                     f"{e.duration_s:.3f}", _cut(e.context, 20) or "-", str(e.rank)])
+                     f"{e.duration_s:.3f}", _cut(e.context, 40) or "-", str(e.rank)])
     text = table(["#", "t+s", "function", "kind", "changed", "first reason", "compile s",
                   "context", "rank"], rows, right=(0, 1, 6, 8))
     if len(shown) < len(events):
