@@ -138,6 +138,10 @@ def main(argv: list[str] | None = None) -> None:
     model_path = args.model or str(tiny_model())
     log_path = rank_log_path(Path(args.log_dir) / "compile.jsonl")
     (train_fsdp if args.mode == "fsdp" else train_tp)(args, model_path, log_path)
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()  # a rank left with a live process group may abort at exit
 
 
 if __name__ == "__main__":
