@@ -4,8 +4,10 @@
         print(advice)
 
 Each finding names the numbers behind it (``Advice.numbers``) and one concrete fix. Findings are
-ordered critical -> warning -> info. The analysis reads only the events: the input shapes of every
-graph, the guard-failure reasons, the kind, the rank and the durations.
+ordered critical -> warning -> info, the compile-time share always last. The analysis reads only
+the events: the input shapes of every graph, the guard-failure reasons, the kind, the rank and the
+durations. Functions are told apart by name and place (``forward (modeling_qwen3.py:440)``), and
+counts in a merged log are per rank. Which input dimensions varied: advice_shapes.py.
 """
 from __future__ import annotations
 
@@ -16,19 +18,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
-from .events import CompileEvent, CompileLog
+from .advice_shapes import GRAPH_KINDS, MISMATCH, _Series, clean_name, consecutive, graphs_of, \
+    graphs_per_rank, groups, is_generation, limit_value, per_rank, plan, series
+from .events import CompileEvent, CompileLog, function_labels
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[str, ...] = ("critical", "warning", "info")
-GRAPH_KINDS = ("first", "recompile")
 SHARE_WARNING = 0.20  # compile time above this share of the run is a warning
-
-_MISMATCH = re.compile(r"tensor '(?P<name>.+?)' size mismatch at index (?P<dim>\d+)\. "
-                       r"expected (?P<expected>\d+), actual (?P<actual>\d+)")
-_LIMIT = re.compile(r"recompile_limit\W*\(?(\d+)|currently set to (\d+)")
-_SOURCE = re.compile(r"\b(?:L|G|kwargs|args)\[['\"]([^'\"]+)['\"]\]")
-_CACHE_NAME = re.compile(r"past_key_values|key_cache|value_cache|layers\[\d+\]\.(keys|values)")
-
 
 @dataclass
 class Advice:
@@ -55,34 +51,14 @@ class Advice:
 
 
 # -- helpers shared with report.py ------------------------------------------------------------
-def clean_name(text: str) -> str:
-    """``L['input_ids']`` / ``kwargs['cache'].layers[0].keys`` -> ``input_ids`` / ``cache.layers[0].keys``."""
-    return _SOURCE.sub(r"\1", text.strip())
-
-
 def short_reason(reason: str, width: int = 48) -> str:
     """A guard-failure reason in one short line: ``input_ids dim 1: 17 -> 33``."""
     text = re.sub(r"^.*guard failure\(s\):\s*", "", reason.strip(), flags=re.S)
     text = re.sub(r"^-?\s*\d+/\d+:\s*", "", text.splitlines()[0] if text else "")
-    m = _MISMATCH.search(text)
+    m = MISMATCH.search(text)
     if m:
         text = f"{clean_name(m['name'])} dim {m['dim']}: {m['expected']} -> {m['actual']}"
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _graphs_per_rank(events: list[CompileEvent]) -> int:
-    """Graphs of one function: the most on any rank (a merged log repeats them once per rank)."""
-    counts: dict[int, int] = defaultdict(int)
-    for e in events:
-        counts[e.rank] += e.kind in GRAPH_KINDS
-    return max(counts.values(), default=0)
-
-
-def _graphs(events: list[CompileEvent]) -> int:
-    """Distinct graphs of one function over all ranks (by input shapes), at least any rank's count."""
-    shapes = {json.dumps(e.input_shapes, sort_keys=True) for e in events
-              if e.kind in GRAPH_KINDS}
-    return max(len(shapes), _graphs_per_rank(events))
 
 
 def _span(values: list[int]) -> str:
@@ -98,79 +74,6 @@ def _listed(values: list[Any], most: int = 12) -> str:
     return shown + (f", … ({len(values) - most} more)" if len(values) > most else "")
 
 
-def _plan(values: list[int]) -> tuple[list[int], str]:
-    """Bucket boundaries for observed lengths, via shapes.plan_buckets or powers of two."""
-    try:
-        from .shapes import plan_buckets
-
-        return [int(b) for b in plan_buckets(sorted(values)).boundaries], "plan_buckets"
-    except Exception as exc:  # missing module or a refusal: say so and still suggest something
-        powers = sorted({1 << max(int(v) - 1, 0).bit_length() for v in values})
-        return powers, f"powers of two (plan_buckets unavailable: {type(exc).__name__}: {exc})"
-
-
-# -- per function: which input dimensions varied -----------------------------------------------
-@dataclass
-class _Series:
-    """The values one input dimension took, in event order."""
-
-    name: str
-    dim: int
-    ndim: int | None
-    values: list[tuple[int, int]] = field(default_factory=list)  # (event index, value)
-
-    @property
-    def distinct(self) -> list[int]:
-        return sorted({v for _, v in self.values})
-
-    @property
-    def role(self) -> str:
-        """``batch`` (dim 0 of a 2-D+ tensor), ``cache`` (a KV-cache length) or ``length``."""
-        is_1d = self.ndim == 1 or (self.ndim is None and "position" in self.name)
-        if self.dim == 0 and not is_1d:
-            return "batch"
-        return "cache" if _CACHE_NAME.search(self.name) else "length"
-
-
-def _series(events: list[CompileEvent]) -> dict[tuple[str, int], _Series]:
-    """Input dimensions from the recorded shapes, completed from the guard-failure reasons."""
-    out: dict[tuple[str, int], _Series] = {}
-    for i, e in enumerate(events):
-        for raw, dims in (e.input_shapes or {}).items():
-            for d, v in enumerate(dims or []):
-                if isinstance(v, int):
-                    name = clean_name(raw)
-                    out.setdefault((name, d), _Series(name, d, len(dims))).values.append((i, v))
-    from_reasons: dict[tuple[str, int], _Series] = {}
-    for i, e in enumerate(events):
-        for reason in e.reasons:
-            for m in _MISMATCH.finditer(reason):
-                key = (clean_name(m["name"]), int(m["dim"]))
-                if key in out:
-                    continue
-                s = from_reasons.setdefault(key, _Series(key[0], key[1], None))
-                if not s.values:  # the first graph's value is what the first recompile expected
-                    s.values.append((-1, int(m["expected"])))
-                if s.values[-1][0] != i:
-                    s.values.append((i, int(m["actual"])))
-    out.update(from_reasons)
-    return out
-
-
-def _groups(series: dict[tuple[str, int], _Series], graph_at: set[int]) -> list[list[_Series]]:
-    """Varying dimensions grouped when they changed together (input_ids and attention_mask).
-
-    Only graph events decide the grouping: a limit hit's shapes may be known only in part.
-    """
-    groups: dict[tuple[bool, tuple], list[_Series]] = {}
-    for s in series.values():
-        if len(s.distinct) > 1:
-            together = tuple((i, v) for i, v in s.values if i in graph_at or i < 0)
-            groups.setdefault((s.role == "batch", together), []).append(s)
-    # a cache tensor leads its group: the masks sized to the cache follow it
-    return [sorted(g, key=lambda s: s.role != "cache") for g in groups.values()]
-
-
 def _names(group: list[_Series]) -> str:
     head = f"{group[0].name} dim {group[0].dim}"
     rest = [f"{s.name} dim {s.dim}" for s in group[1:]]
@@ -179,30 +82,19 @@ def _names(group: list[_Series]) -> str:
     return head + (f" (with {' and '.join(rest)})" if rest else "")
 
 
-def _is_generation(function: str, events: list[CompileEvent],
-                   series: dict[tuple[str, int], _Series]) -> bool:
-    text = " ".join(r for e in events for r in e.reasons)
-    return (function == "wrapper" or "past_key_values" in text
-            or any(_CACHE_NAME.search(n) or "cache_position" in n for n, _ in series))
-
-
-def _consecutive(values: list[int]) -> bool:
-    """Four or more values one apart: what a cache growing by one token per step leaves."""
-    return len(values) >= 4 and all(b - a == 1 for a, b in zip(values, values[1:]))
-
-
 def _shape_findings(function: str, events: list[CompileEvent]) -> list[Advice]:
+    """What varied between the graphs of one function (``function``: its label)."""
     shaped = [e for e in events if e.kind in (*GRAPH_KINDS, "limit_hit")]
-    series = _series(shaped)
-    graphs = _graphs(events)
-    generation = _is_generation(function, shaped, series)
+    varied = series(shaped)
+    graphs = graphs_of(events)
+    generation = is_generation(events[0].function, shaped, varied)
     found: list[Advice] = []
-    groups = _groups(series, {i for i, e in enumerate(shaped) if e.kind in GRAPH_KINDS})
-    per_token = [g for g in groups if g[0].role == "cache" and _consecutive(g[0].distinct)]
+    grouped = groups(varied, {i for i, e in enumerate(shaped) if e.kind in GRAPH_KINDS})
+    per_token = [g for g in grouped if g[0].role == "cache" and consecutive(g[0].distinct)]
     if per_token:  # a cache growing per token drags the masks and positions along
-        per_token += [g for g in groups if generation and g[0].role == "length"
-                      and _consecutive(g[0].distinct)]
-    for group in groups:
+        per_token += [g for g in grouped if generation and g[0].role == "length"
+                      and consecutive(g[0].distinct)]
+    for group in grouped:
         role = group[0].role
         if any(group is g for g in per_token):
             continue
@@ -222,8 +114,8 @@ def _shape_findings(function: str, events: list[CompileEvent]) -> list[Advice]:
 def _buckets(function: str, group: list[_Series], events: list[CompileEvent],
              graphs: int) -> Advice:
     values = group[0].distinct
-    buckets, source = _plan(values)
-    eager = sum(e.kind == "limit_hit" for e in events)
+    buckets, source = plan(values)
+    eager = max(per_rank([e for e in events if e.kind == "limit_hit"]).values(), default=0)
     title = (f"{function}: {_names(group)} took {len(values)} values ({_span(values)}) "
              f"-> {_count(graphs, 'graph')}" + (f" + {eager} run eagerly" if eager else ""))
     detail = (f"Every distinct value compiled its own graph of `{function}`: {_listed(values)}. "
@@ -316,70 +208,123 @@ def _dynamic_cache(function: str, groups: list[list[_Series]], graphs: int) -> A
 def _same_shapes(function: str, events: list[CompileEvent], graphs: int) -> Advice:
     reasons = [r for e in events if e.kind == "recompile" for r in e.reasons]
     first = short_reason(reasons[0], 120) if reasons else "no reason recorded"
+    nums = {"function": function, "graphs": graphs, "first_reason": first}
+    inputs = {tuple(sorted(e.input_shapes)) for e in events if e.kind in GRAPH_KINDS}
+    if len(inputs) > 1:  # one code object called with other arguments: a shared wrapper
+        return Advice(
+            f"{function}: {graphs} graphs for different arguments",
+            f"`{function}` was called with {len(inputs)} different sets of inputs, each a graph "
+            f"of its own; first reason: {first}.", "expected for a wrapper or decorator that "
+            "several functions share (each caller gets its graph, once); otherwise pass the same "
+            "arguments on every call", "warning", {**nums, "input_sets": len(inputs)})
     return Advice(
         f"{function}: {graphs} graphs without an input shape change",
         f"A guard other than a tensor shape failed; first reason: {first}.",
         "make that value constant between calls (a Python flag, int argument, dtype or module "
-        "attribute in the guard), or pass it as a tensor", "warning",
-        {"function": function, "graphs": graphs, "first_reason": first})
+        "attribute in the guard), or pass it as a tensor", "warning", nums)
 
 
-# -- whole-log findings ------------------------------------------------------------------------
-def _limit_hits(function: str, events: list[CompileEvent]) -> list[Advice]:
+# -- counted per rank: a merged log holds every rank's events ----------------------------------
+def _on_ranks(events: list[CompileEvent], ranks: list[int]) -> tuple[int, str, dict[int, int]]:
+    """The count to quote (the most on one rank), how to say it, and the counts per rank:
+    ``""`` for one rank, ``" on each of 2 ranks"``, or ``" (rank 0: 3, rank 1: 1)"``."""
+    counts = per_rank(events, ranks)
+    n = max(counts.values(), default=0)
+    if len(counts) < 2:
+        return n, "", counts
+    if len(set(counts.values())) == 1:
+        return n, f" on each of {len(counts)} ranks", counts
+    return n, " (" + ", ".join(f"rank {r}: {c}" for r, c in counts.items()) + ")", counts
+
+
+# -- limit hits, failures, graph breaks --------------------------------------------------------
+def _limit_hits(function: str, events: list[CompileEvent], ranks: list[int]) -> list[Advice]:
     hits = [e for e in events if e.kind == "limit_hit"]
     if not hits:
         return []
-    graphs = _graphs_per_rank(events)
-    limit = _limit_value(hits) or graphs
+    n, on, counts = _on_ranks(hits, ranks)
+    graphs = graphs_per_rank(events)
+    limit = limit_value(hits) or graphs
     shapes = {json.dumps(e.input_shapes, sort_keys=True) for e in events if e.kind != "failed"}
     return [Advice(
-        f"{function}: recompile limit hit {_count(len(hits), 'time')}: torch ran it eagerly, uncompiled",
+        f"{function}: recompile limit hit {_count(n, 'time')}{on}: torch ran it eagerly, "
+        "uncompiled",
         f"After {graphs} graphs torch stopped compiling `{function}` "
-        f"(torch._dynamo.config.recompile_limit = {limit}) and ran {_count(len(hits), 'new shape')} in "
+        f"(torch._dynamo.config.recompile_limit = {limit}) and ran {_count(n, 'new shape')} in "
         f"eager mode without an error. On Neuron that is op-by-op execution: far slower, silently.",
         f"remove the shape change (pad to buckets, see the other findings), or raise "
         f"torch._dynamo.config.recompile_limit to at least {len(shapes)} (the shapes seen)",
-        "critical", {"function": function, "limit_hits": len(hits), "graphs": graphs,
-                     "recompile_limit": limit, "shapes_seen": len(shapes),
+        "critical", {"function": function, "limit_hits": n, "graphs": graphs,
+                     "recompile_limit": limit, "shapes_seen": len(shapes), "per_rank": counts,
                      "events": [e.seq for e in hits]})]
 
 
-def _limit_value(hits: list[CompileEvent]) -> int | None:
-    """The recompile limit in force: the recorder's note, else torch's message."""
-    for e in hits:
-        note = e.metrics.get("limit")
-        if isinstance(note, dict) and isinstance(note.get("value"), int):
-            return note["value"]
-        m = _LIMIT.search(" ".join(e.reasons) + json.dumps(e.metrics, default=str))
-        if m:
-            return int(m[1] or m[2])
-    return None
+def _why(e: CompileEvent) -> str:
+    """A failed compile's reason: the recorder's, else the first line of torch's message."""
+    dynamo = e.metrics.get("dynamo") if isinstance(e.metrics, dict) else None
+    text = e.reasons[0] if e.reasons else str((dynamo or {}).get("fail_reason") or "")
+    return text.strip().splitlines()[0] if text.strip() else "no reason recorded"
 
 
-def _failures(function: str, events: list[CompileEvent]) -> list[Advice]:
-    failed = [e for e in events if e.kind == "failed"]
+def is_graph_break(e: CompileEvent) -> bool:
+    """A failed compile that is a graph break (torch's ``Unsupported``): Dynamo met code it
+    cannot trace and ran the function eagerly. Other failures are errors."""
+    dynamo = e.metrics.get("dynamo") if isinstance(e.metrics, dict) else None
+    return (e.kind == "failed" and isinstance(dynamo, dict)
+            and dynamo.get("fail_type") == "Unsupported")
+
+
+def _failures(function: str, events: list[CompileEvent], ranks: list[int]) -> list[Advice]:
+    failed = [e for e in events if e.kind == "failed" and not is_graph_break(e)]
     if not failed:
         return []
-    first = short_reason(failed[0].reasons[0], 160) if failed[0].reasons else "no reason recorded"
+    n, on, counts = _on_ranks(failed, ranks)
     return [Advice(
-        f"{function}: {_count(len(failed), 'compile')} failed",
-        f"First failure (event #{failed[0].seq}): {first}.",
+        f"{function}: {_count(n, 'compile')} failed{on}",
+        f"First failure (event #{failed[0].seq}): {short_reason(_why(failed[0]), 160)}.",
         "read the failure above; run once without torch.compile to check the model, then "
         "retry with the compile backend's own logs (TORCH_LOGS=+dynamo)", "critical",
-        {"function": function, "failed": len(failed), "events": [e.seq for e in failed]})]
+        {"function": function, "failed": n, "per_rank": counts, "events": [e.seq for e in failed]})]
 
 
-def _ranks(events: list[CompileEvent]) -> list[Advice]:
-    per_rank: dict[int, set[tuple[str, str]]] = defaultdict(set)
+def _graph_breaks(events: list[CompileEvent], labels: dict[tuple[str, str], str],
+                  ranks: list[int]) -> list[Advice]:
+    breaks = [e for e in events if is_graph_break(e)]
+    if not breaks:
+        return []
+    n, on, counts = _on_ranks(breaks, ranks)
+    where: dict[str, list[str]] = {}  # reason -> the functions it broke, in order
+    for e in breaks:
+        names = where.setdefault(short_reason(_why(e), 80), [])
+        if labels[e.function, e.location] not in names:
+            names.append(labels[e.function, e.location])
+    functions = [f for names in where.values() for f in names]
+    return [Advice(
+        f"graph breaks: {_count(n, 'function')} ran eagerly{on}",
+        "Dynamo met a call it cannot trace, could not resume after it, and ran the whole "
+        "function eagerly; the code it calls still compiles, as separate graphs, so the model "
+        "runs as several graphs with eager code between them. What broke: "
+        + "; ".join(f"{reason}: {', '.join(names)}" for reason, names in where.items()) + ".",
+        "expected with FSDP: its hooks are marked torch._dynamo.disable ('function marked as "
+        "skipped', `disable`) and break the graph around every layer. Otherwise remove the "
+        "unsupported call from the compiled code or move it out of the compiled function "
+        "(TORCH_LOGS=graph_breaks shows each break)", "warning",
+        {"graph_breaks": n, "per_rank": counts, "functions": functions,
+         "reasons": where, "events": [e.seq for e in breaks]})]
+
+
+def _ranks(events: list[CompileEvent], labels: dict[tuple[str, str], str]) -> list[Advice]:
+    seen: dict[int, set[tuple[str, str]]] = defaultdict(set)
     for e in events:
         if e.kind in GRAPH_KINDS:
-            per_rank[e.rank].add((e.function, json.dumps(e.input_shapes, sort_keys=True)))
-        per_rank.setdefault(e.rank, set())
-    if len(per_rank) < 2 or len({frozenset(s) for s in per_rank.values()}) == 1:
+            seen[e.rank].add((labels[e.function, e.location],
+                               json.dumps(e.input_shapes, sort_keys=True)))
+        seen.setdefault(e.rank, set())
+    if len(seen) < 2 or len({frozenset(s) for s in seen.values()}) == 1:
         return []
-    common = set.intersection(*per_rank.values())
-    counts = {r: len(s) for r, s in sorted(per_rank.items())}
-    only = {r: sorted(s - common) for r, s in sorted(per_rank.items()) if s - common}
+    common = set.intersection(*seen.values())
+    counts = {r: len(s) for r, s in sorted(seen.items())}
+    only = {r: sorted(s - common) for r, s in sorted(seen.items()) if s - common}
     detail = "; ".join(f"rank {r} alone compiled {len(x)}: " + ", ".join(f"{f} {sh}" for f, sh in x[:2])
                        + (", …" if len(x) > 2 else "") for r, x in only.items())
     return [Advice(
@@ -392,10 +337,10 @@ def _ranks(events: list[CompileEvent]) -> list[Advice]:
 
 
 def _compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
-    per_rank: dict[int, float] = defaultdict(float)
+    seconds: dict[int, float] = defaultdict(float)
     for e in events:
-        per_rank[e.rank] += e.duration_s
-    total = max(per_rank.values(), default=0.0)  # ranks compile side by side
+        seconds[e.rank] += e.duration_s
+    total = max(seconds.values(), default=0.0)  # ranks compile side by side
     nums: dict[str, Any] = {"compile_s": round(total, 3), "events": len(events)}
     if not wall:
         return Advice(f"compiling took {total:.2f} s over {_count(len(events), 'event')}",
@@ -423,14 +368,17 @@ def diagnose(log: CompileLog | Iterable[CompileEvent]) -> list[Advice]:
         return [Advice("no compile events", "Nothing was compiled while recording: either no "
                        "torch.compile work ran, or every shape was already compiled.",
                        "", "info", {"events": 0})]
+    labels = function_labels(events)
     by_function: dict[str, list[CompileEvent]] = defaultdict(list)
     for e in events:
-        by_function[e.function].append(e)
-    found: list[Advice] = []
+        by_function[labels[e.function, e.location]].append(e)
+    ranks = sorted({e.rank for e in events})
+    found = _graph_breaks(events, labels, ranks)
     for function, evs in by_function.items():
-        found += _limit_hits(function, evs) + _failures(function, evs) + _shape_findings(function, evs)
-    found += _ranks(events)
-    graphs = {f: _graphs_per_rank(evs) for f, evs in by_function.items()}
+        found += (_limit_hits(function, evs, ranks) + _failures(function, evs, ranks)
+                  + _shape_findings(function, evs))
+    found += _ranks(events, labels)
+    graphs = {f: graphs_per_rank(evs) for f, evs in by_function.items()}
     if not found and all(n <= 1 for n in graphs.values()):
         found.append(Advice(
             "shapes are static: one graph per function",

@@ -5,7 +5,9 @@
 
 Figures are built on ``matplotlib.figure.Figure`` with an Agg canvas, never through pyplot, so
 they need no display, keep no global state and can be drawn from any thread (the widget redraws
-on every event). Each function (or rank) is one scatter, so a 1,000-event log draws quickly.
+on every event). They show themselves in Jupyter as a PNG (``_repr_png_``), with or without
+``%matplotlib inline``. Each function (or rank) is one scatter, so a 1,000-event log draws quickly.
+Functions that share a name are told apart by their place (``forward (modeling_qwen3.py:440)``).
 """
 from __future__ import annotations
 
@@ -14,18 +16,26 @@ import os
 from pathlib import Path
 from typing import Iterable, Literal
 
+from matplotlib import figure
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .events import CompileEvent, CompileLog
+from .events import CompileEvent, CompileLog, function_labels, short_label
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LIMIT_COLOUR = "#d62728"
 XLABELS = {"time": "seconds since the first compile", "call": "compile event number"}
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
             "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94"]
+
+
+class Figure(figure.Figure):
+    """A matplotlib Figure that Jupyter shows as a PNG, even without ``%matplotlib inline``
+    (its text form stays ``<Figure size 800x360 with 1 Axes>``)."""
+
+    def _repr_png_(self) -> bytes:
+        return png_bytes(self)
 
 
 def _events(log: CompileLog | Iterable[CompileEvent]) -> list[CompileEvent]:
@@ -36,7 +46,7 @@ def _events(log: CompileLog | Iterable[CompileEvent]) -> list[CompileEvent]:
     raise TypeError(f"charts take a CompileLog or a list of CompileEvent, got {type(log).__name__}")
 
 
-def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[figure.Figure, Axes]:
     """The caller's axes, or a new headless Agg figure with one axes."""
     if ax is not None:
         return ax.figure, ax
@@ -62,7 +72,7 @@ def _xs(events: list[CompileEvent], x: str) -> list[float]:
     return [e.started_at - t0 for e in events]
 
 
-def _empty(fig: Figure, ax: Axes, title: str) -> Figure:
+def _empty(fig: figure.Figure, ax: Axes, title: str) -> figure.Figure:
     ax.text(0.5, 0.5, "no compile events", ha="center", va="center", fontsize=12,
             color="#555555", transform=ax.transAxes)
     ax.set_xticks([])
@@ -76,12 +86,12 @@ def colours(keys: Iterable[object]) -> dict[object, str]:
     return {k: _PALETTE[i % len(_PALETTE)] for i, k in enumerate(keys)}
 
 
-def _group_key(e: CompileEvent, by: str) -> str:
-    return e.function if by == "function" else f"rank {e.rank}"
+def _group_key(e: CompileEvent, by: str, labels: dict[tuple[str, str], str]) -> str:
+    return labels[e.function, e.location] if by == "function" else f"rank {e.rank}"
 
 
 def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"] = "time",
-             ax: Axes | None = None, by: Literal["function", "rank"] = "function") -> Figure:
+             ax: Axes | None = None, by: Literal["function", "rank"] = "function") -> figure.Figure:
     """Compile seconds per event over time (or event number), one colour per function or rank.
 
     Filled circles are first compiles, hollow circles recompiles, black crosses failed compiles,
@@ -94,9 +104,10 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     if not events:
         return _empty(fig, ax, "Compile timeline")
     xs = _xs(events, x)
+    labels = function_labels(events)
     groups: dict[str, list[int]] = {}  # every function gets its colour, in order of appearance
     for i, e in enumerate(events):
-        idx = groups.setdefault(_group_key(e, by), [])
+        idx = groups.setdefault(_group_key(e, by, labels), [])
         if e.kind in ("first", "recompile"):
             idx.append(i)
     keys = sorted(groups, key=lambda k: int(k.split()[-1])) if by == "rank" else list(groups)
@@ -105,9 +116,8 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
         idx = groups[key]
         if not idx:
             continue
-        label = key if len(key) <= 24 else key[:23] + "…"
         ax.scatter([xs[i] for i in idx], [events[i].duration_s for i in idx], s=36, linewidths=1.5,
-                   edgecolors=palette[key], label=label, gid=key, zorder=3,
+                   edgecolors=palette[key], label=short_label(key, 24), gid=key, zorder=3,
                    facecolors=[palette[key] if events[i].kind == "first" else "white" for i in idx])
     failed = [i for i, e in enumerate(events) if e.kind == "failed"]
     if failed:
@@ -144,7 +154,7 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
 
 def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = None,
                  x: Literal["time", "call"] = "call",
-                 by: Literal["function", "rank"] = "function") -> Figure:
+                 by: Literal["function", "rank"] = "function") -> figure.Figure:
     """Graphs compiled so far per function (or rank), a step line; red X where the limit was hit."""
     _check(x, by)
     events = _events(log)
@@ -153,10 +163,11 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
         return _empty(fig, ax, f"Graphs per {by}")
     xs = _xs(events, x)
     end = xs[-1] if x == "call" else max(xs)
+    labels = function_labels(events)
     lines: dict[str, tuple[list[float], list[int]]] = {}
     hits: list[tuple[float, int]] = []
     for i, e in enumerate(events):
-        px, py = lines.setdefault(_group_key(e, by), ([], []))
+        px, py = lines.setdefault(_group_key(e, by, labels), ([], []))
         if e.kind in ("first", "recompile"):
             px.append(xs[i])
             py.append(len(py) + 1)
@@ -168,7 +179,7 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
         px, py = lines[name]
         if px:
             ax.step(px + [end], py + [py[-1]], where="post", color=palette[name], lw=1.8,
-                    label=f"{name[:23]} ({py[-1]})", gid=name)
+                    label=f"{short_label(name, 24)} ({py[-1]})", gid=name)
     if hits:
         ax.scatter([h[0] for h in hits], [h[1] for h in hits], marker="X", s=90,
                    color=LIMIT_COLOUR, zorder=5, label="limit hit")
@@ -182,14 +193,14 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     return fig
 
 
-def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
+def png_bytes(fig: figure.Figure, dpi: int = 100) -> bytes:
     """The figure as PNG bytes (for widgets and notebooks)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()
 
 
-def save_png(fig: Figure, path: str | os.PathLike[str], dpi: int = 100) -> Path:
+def save_png(fig: figure.Figure, path: str | os.PathLike[str], dpi: int = 100) -> Path:
     """Write the figure as a PNG file (folders are created) and return its path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,12 @@ def examples(count: int, tokenizer) -> list[dict]:
     words = TEXT.split()
     return [{"input_ids": tokenizer(" ".join(words[i % 7: i % 7 + 6 + (i * 5) % 17]))["input_ids"]}
             for i in range(count)]
+
+
+def _say(line: str) -> None:
+    """Print a whole line in one write, so the ranks' lines never interleave mid-line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _load_sharded(model_path, parallelism: str):
@@ -59,7 +66,7 @@ def train_fsdp(args, model_path, log_path) -> None:
                                                         truncation=True),
                       callbacks=[callback])
     trainer.train()
-    print(f"[rank {_rank()}] {callback.summary()}; log: {log_path}", flush=True)
+    _say(f"[rank {_rank()}] {callback.summary()}; log: {log_path}")
 
 
 def train_tp(args, model_path, log_path) -> None:
@@ -79,7 +86,7 @@ def train_tp(args, model_path, log_path) -> None:
         if args.trainer:
             raise
         if _rank() == 0:
-            print(f"[rank 0] Trainer not used: {exc}", flush=True)
+            _say(f"[rank 0] Trainer not used: {exc}")
     if args.trainer:
         from transformers import Trainer
 
@@ -106,10 +113,10 @@ def train_tp(args, model_path, log_path) -> None:
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
-            print(f"[rank {_rank()}] step {step} loss {loss.item():.4f}", flush=True)
+            _say(f"[rank {_rank()}] step {step} loss {loss.item():.4f}")
     graphs = sum(rec.log.graph_counts().values())
-    print(f"[rank {_rank()}] {graphs} graph(s), {rec.log.total_compile_s:.2f} s compiling; "
-          f"log: {log_path}", flush=True)
+    _say(f"[rank {_rank()}] {graphs} graph(s), {rec.log.total_compile_s:.2f} s compiling; "
+         f"log: {log_path}")
 
 
 def _rank() -> int:

@@ -81,6 +81,35 @@ def _version_of(module: str) -> str | None:
         return None
 
 
+def function_labels(events: Iterable[CompileEvent]) -> dict[tuple[str, str], str]:
+    """A readable name per (function, location): the name alone where the events hold one
+    function of that name, else ``name (file.py:line)`` (``forward (modeling_qwen3.py:440)``)."""
+    places: dict[str, list[str]] = defaultdict(list)
+    for e in events:
+        if e.location not in places[e.function]:
+            places[e.function].append(e.location)
+    labels: dict[tuple[str, str], str] = {}
+    for name, locations in places.items():
+        if len(locations) == 1:
+            labels[name, locations[0]] = name
+            continue
+        short = {loc: os.path.basename(loc.replace("\\", "/")) or "?" for loc in locations}
+        unique = len(set(short.values())) == len(locations)  # else the full paths tell them apart
+        for loc in locations:
+            labels[name, loc] = f"{name} ({short[loc] if unique else loc or '?'})"
+    return labels
+
+
+def short_label(label: str, width: int) -> str:
+    """A label cut to about ``width`` characters, keeping its place and the end of its name
+    (``torch_dynamo_resume_in_…d_at_375``, ``forward_with_ch… (layers.py:89)``)."""
+    name, sep, where = label.partition(" (")
+    room = max(width - len(where) - 2, 12) if sep else width
+    if len(name) > room:  # the end tells resume functions apart: ..._at_375 / ..._at_472
+        name = name[: room - 9] + "…" + name[-8:] if room >= 20 else name[: room - 1] + "…"
+    return name + sep + where
+
+
 class CompileLog:
     """An ordered list of compile events, optionally mirrored to a JSONL file."""
 
@@ -193,21 +222,46 @@ class CompileLog:
     def total_compile_s(self) -> float:
         return sum(e.duration_s for e in self.events)
 
+    def compile_share(self, events: Iterable[CompileEvent] | None = None) -> float | None:
+        """Compile seconds / wall time, per rank: the most any one rank spent compiling.
+
+        Ranks compile side by side, so in a merged log the share is that of the rank that
+        compiled longest (never the ranks' sum over one rank's wall time). ``events`` limits
+        it to some events (one function); None when the wall time is unknown.
+        """
+        if not self.wall_time_s:
+            return None
+        per_rank: dict[int, float] = defaultdict(float)
+        for e in self.events if events is None else events:
+            per_rank[e.rank] += e.duration_s
+        return max(per_rank.values(), default=0.0) / self.wall_time_s
+
     def graph_counts(self) -> dict[str, int]:
-        """Graphs built per function (limit hits and failures do not build a graph)."""
+        """Graphs built per function, over all ranks (limit hits and failures build none).
+
+        Keys are :func:`function_labels`: the name, with its place when names repeat.
+        """
+        labels = function_labels(self.events)
         counts: dict[str, int] = defaultdict(int)
         for e in self.events:
             if e.kind in ("first", "recompile"):
-                counts[e.function] += 1
+                counts[labels[e.function, e.location]] += 1
         return dict(counts)
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per function: graphs, distinct shapes, limit hits, total/mean compile seconds, share of wall."""
-        rows: dict[str, dict[str, Any]] = {}
-        shapes: dict[str, set[str]] = defaultdict(set)
+        """Per function: graphs, shapes, limit hits, failures, total/mean compile s, share of wall.
+
+        Counts and seconds add up all ranks; ``share_of_wall`` is per rank (see
+        :meth:`compile_share`). ``function`` is the :func:`function_labels` label.
+        """
+        labels = function_labels(self.events)
+        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        events: dict[tuple[str, str], list[CompileEvent]] = defaultdict(list)
         for e in self.events:
-            row = rows.setdefault(e.function, {"function": e.function, "graphs": 0, "limit_hits": 0,
-                                               "failed": 0, "compile_s": 0.0})
+            key = (e.function, e.location)
+            row = rows.setdefault(key, {"function": labels[key], "location": e.location,
+                                        "graphs": 0, "limit_hits": 0, "failed": 0,
+                                        "compile_s": 0.0})
             if e.kind in ("first", "recompile"):
                 row["graphs"] += 1
             elif e.kind == "limit_hit":
@@ -215,13 +269,13 @@ class CompileLog:
             else:
                 row["failed"] += 1
             row["compile_s"] += e.duration_s
-            shapes[e.function].add(json.dumps(e.input_shapes, sort_keys=True))
-        for name, row in rows.items():
-            row["distinct_shapes"] = len(shapes[name])
+            events[key].append(e)
+        for key, row in rows.items():
+            row["distinct_shapes"] = len({json.dumps(e.input_shapes, sort_keys=True)
+                                          for e in events[key]})
             n = row["graphs"] + row["failed"]
             row["mean_s"] = row["compile_s"] / n if n else 0.0
-            row["share_of_wall"] = (row["compile_s"] / self.wall_time_s
-                                    if self.wall_time_s else None)
+            row["share_of_wall"] = self.compile_share(events[key])
         return list(rows.values())
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
@@ -231,16 +285,18 @@ class CompileLog:
         """
         events = list(self.events)
         t0 = min((e.started_at for e in events), default=0.0)
+        labels = function_labels(events)
         tids: dict[tuple[int, str], int] = {}
         trace: list[dict[str, Any]] = []
         for e in events:
-            key = (e.rank, e.function)
+            label = labels[e.function, e.location]
+            key = (e.rank, label)
             if key not in tids:
                 tids[key] = len(tids) + 1
                 trace.append({"name": "thread_name", "ph": "M", "pid": e.rank, "tid": tids[key],
-                              "args": {"name": e.function or "?"}})
+                              "args": {"name": label or "?"}})
             trace.append({
-                "name": f"{e.function} [{e.kind}]", "cat": "compile", "ph": "X",
+                "name": f"{label} [{e.kind}]", "cat": "compile", "ph": "X",
                 "ts": round((e.started_at - t0) * 1e6, 3),
                 "dur": round(max(e.duration_s, 0.0) * 1e6, 3),
                 "pid": e.rank, "tid": tids[key],

@@ -58,6 +58,19 @@ def parse_reasons(payload: Any) -> list[str]:
     return [str(r) for r in payload] if isinstance(payload, list) else [str(payload)]
 
 
+def failure_reason(text: str, width: int = 160) -> str:
+    """torch's failure message in one line: the whole text when short, else its first line
+    (the graph-break type: ``Attempted to call function marked as skipped``)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    whole = " ".join(lines)
+    if len(whole) <= width or not lines:
+        return whole
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:  # "backend='x' raised:" says nothing alone
+        first = f"{first} {lines[1]}"
+    return first
+
+
 def _mismatches(reasons: list[str]) -> list[tuple[str, int, int, int]]:
     """(name, dim, old, new) from the first reason (torch lists the last-used graph first)."""
     first = reasons[0] if reasons else ""
@@ -270,6 +283,8 @@ class _Tap(logging.Handler):
             changed = describe_change(None, shapes, reasons)
         else:
             changed = describe_change(state["shapes"], shapes, reasons)
+        if kind == "failed" and m.get("fail_reason"):  # why it failed comes first
+            reasons.insert(0, failure_reason(str(m["fail_reason"])))
         if kind in ("first", "recompile"):
             state["graphs"] = cached + 1 if isinstance(cached, int) else state["graphs"] + 1
             state["shapes"] = shapes

@@ -11,7 +11,7 @@ import os
 from typing import Any, Iterable, Sequence
 
 from .advice import Advice, clean_name, diagnose, short_reason
-from .events import CompileEvent, CompileLog
+from .events import CompileEvent, CompileLog, function_labels, short_label
 
 LIMIT_FLAG = "!!"
 
@@ -53,11 +53,13 @@ def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
     t0 = min(e.started_at for e in events)
+    labels = function_labels(events)
     shown = events if limit is None else events[:limit]
     rows = []
     for e in shown:
         kind = f"{e.kind} {LIMIT_FLAG}" if e.kind == "limit_hit" else e.kind
-        rows.append([str(e.seq), f"{e.started_at - t0:.2f}", _cut(e.function, 24), kind,
+        function = short_label(labels[e.function, e.location], 24)
+        rows.append([str(e.seq), f"{e.started_at - t0:.2f}", function, kind,
                      _cut(clean_name(e.changed), 44) or "-",
                      short_reason(e.reasons[0], 36) if e.reasons else "-",
                      f"{e.duration_s:.3f}", _cut(e.context, 40) or "-", str(e.rank)])
@@ -73,7 +75,11 @@ def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = 
 
 
 def format_summary(log: CompileLog | Iterable[CompileEvent]) -> str:
-    """Per function: graphs, distinct shapes, limit hits, total/mean compile s, share of wall."""
+    """Per function: graphs, distinct shapes, limit hits, total/mean compile s, share of wall.
+
+    In a merged log (several ranks) the counts and seconds add up all ranks, and the share of
+    wall time is per rank: that of the rank that compiled longest (``CompileLog.compile_share``).
+    """
     log = _as_log(log)
     rows_in = log.summary()
     if not rows_in:
@@ -82,16 +88,19 @@ def format_summary(log: CompileLog | Iterable[CompileEvent]) -> str:
     def share(value: float | None) -> str:
         return "-" if value is None else f"{value:.1%}"
 
-    rows = [[_cut(r["function"], 32), str(r["graphs"]), str(r["distinct_shapes"]),
+    rows = [[short_label(r["function"], 32), str(r["graphs"]), str(r["distinct_shapes"]),
              str(r["limit_hits"]), str(r["failed"]), f"{r['compile_s']:.3f}", f"{r['mean_s']:.3f}",
              share(r["share_of_wall"])] for r in rows_in]
-    total = sum(r["compile_s"] for r in rows_in)
-    wall = log.wall_time_s
     rows.append(["total", str(sum(r["graphs"] for r in rows_in)), "",
                  str(sum(r["limit_hits"] for r in rows_in)), str(sum(r["failed"] for r in rows_in)),
-                 f"{total:.3f}", "", share(total / wall if wall else None)])
-    return table(["function", "graphs", "shapes", "limit hits", "failed", "compile s", "mean s",
+                 f"{log.total_compile_s:.3f}", "", share(log.compile_share())])
+    text = table(["function", "graphs", "shapes", "limit hits", "failed", "compile s", "mean s",
                   "share of wall"], rows, right=range(1, 8))
+    ranks = sorted({e.rank for e in log.events})
+    if len(ranks) > 1:
+        text += (f"\n{len(ranks)} ranks: counts and seconds add up all ranks; the share of wall is "
+                 "that of the rank that compiled longest")
+    return text
 
 
 def format_advice(advices: Sequence[Advice]) -> str:

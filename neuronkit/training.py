@@ -343,10 +343,14 @@ class CompileEventsCallback(TrainerCallback):
             print(self.summary())
 
     def summary(self) -> str:
+        from .events import function_labels
+
+        labels = function_labels(self.events)  # "forward (file.py:12)" where names repeat
         per_fn: dict[str, int] = {}
         for e in self.events:
             if e.kind in ("first", "recompile"):
-                per_fn[e.function] = per_fn.get(e.function, 0) + 1
+                key = labels[e.function, e.location]
+                per_fn[key] = per_fn.get(key, 0) + 1
         detail = ", ".join(f"{fn} {n}" for fn, n in per_fn.items()) or "none"
         return (f"neuronkit: {self.graphs} graph(s) compiled during training ({detail}), "
                 f"{self.compile_s:.2f} s compiling" +

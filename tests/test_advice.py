@@ -133,7 +133,7 @@ def test_limit_hit_is_critical_and_first():
     a = find(advices, "recompile limit hit")
     assert a is advices[0]
     assert a.numbers == {"function": "forward", "limit_hits": 2, "graphs": 8, "recompile_limit": 8,
-                         "shapes_seen": 10, "events": [8, 9]}
+                         "shapes_seen": 10, "per_rank": {0: 2}, "events": [8, 9]}
     assert "recompile_limit" in a.fix and "10" in a.fix
     lengths = find(advices, "x dim 1")
     assert "10 values (1..21) -> 8 graphs + 2 run eagerly" in lengths.title
@@ -241,3 +241,114 @@ def test_real_recorded_log():
     assert len(varying) == 1, advices  # x and mask changed together: one finding
     assert "mask dim 1" in varying[0].title
     assert varying[0].numbers["values"] == [4, 7, 9, 12] and varying[0].numbers["graphs"] == 3
+
+
+def unsupported(function: str, reason: str, rank: int = 0, location: str = "") -> CompileEvent:
+    """A failed compile as the recorder writes a graph break: torch's ``Unsupported``."""
+    dynamo = {"fail_type": "Unsupported", "fail_reason": reason + "\n  Hint: …"}
+    return CompileEvent(function=function, location=location, kind="failed", rank=rank,
+                        reasons=[reason], metrics={"dynamo": dynamo})
+
+
+def test_a_graph_break_is_a_warning_that_names_what_broke():
+    skipped = "Attempted to call function marked as skipped"
+    events = graphs("forward", [{"x": [4]}]) + [
+        unsupported("wrapper", skipped, location="generic.py:1112"),
+        unsupported("wrapper", skipped, location="capturing.py:326"),
+        unsupported("<dictcomp>", "Missing tp_iternext"),
+        CompileEvent(function="loss", kind="failed", reasons=["backend='b' raised: boom"],
+                     metrics={"dynamo": {"fail_type": "BackendCompilerFailed"}})]
+    advices = diagnose(make_log(events))
+    a = find(advices, "graph breaks")
+    assert a.severity == "warning" and a.title == "graph breaks: 3 functions ran eagerly"
+    assert a.numbers["reasons"] == {
+        skipped: ["wrapper (generic.py:1112)", "wrapper (capturing.py:326)"],
+        "Missing tp_iternext": ["<dictcomp>"]}
+    assert "eagerly" in a.detail and "FSDP" in a.fix and "disable" in a.fix
+    assert not any("wrapper" in x.title or "dictcomp" in x.title for x in advices)
+    failed = find(advices, "failed")  # a backend error stays an error
+    assert failed.title == "loss: 1 compile failed" and failed.severity == "critical"
+    assert "boom" in failed.detail
+    # a log written before the recorder copied torch's reason: its first line, from the metrics
+    old = unsupported("step", "Missing tp_iternext")
+    old.reasons = []
+    assert find(diagnose(make_log([old])), "graph breaks").numbers["reasons"] == {
+        "Missing tp_iternext": ["step"]}
+
+
+def test_counts_in_a_merged_log_are_per_rank():
+    events = []
+    for rank in (0, 1):
+        events += graphs("forward", [{"x": [2, n]} for n in (1, 2)], rank=rank)
+        events += [unsupported("hook", "Missing tp_iternext", rank=rank) for _ in range(2)]
+        events += [CompileEvent(function="loss", kind="failed", rank=rank, reasons=["boom"])
+                   for _ in range(2 + rank)]
+        events.append(CompileEvent(function="forward", kind="limit_hit", rank=rank,
+                                   input_shapes={"x": [2, 3]}, reasons=["recompile_limit (2)"]))
+    advices = diagnose(make_log(events))
+    breaks = find(advices, "graph breaks")
+    assert breaks.title == "graph breaks: 2 functions ran eagerly on each of 2 ranks"
+    assert breaks.numbers["per_rank"] == {0: 2, 1: 2} and breaks.numbers["graph_breaks"] == 2
+    failed = find(advices, "compiles failed")
+    assert failed.title == "loss: 3 compiles failed (rank 0: 2, rank 1: 3)"
+    assert failed.numbers["failed"] == 3 and failed.numbers["per_rank"] == {0: 2, 1: 3}
+    limit = find(advices, "recompile limit hit")
+    assert "hit 1 time on each of 2 ranks" in limit.title and limit.numbers["limit_hits"] == 1
+    assert "2 graphs + 1 run eagerly" in find(advices, "x dim 1").title
+
+
+def test_functions_that_share_a_name_are_told_apart_by_location():
+    events = []
+    for i, where in enumerate(["/a/operations.py:942", "/m/modeling_qwen3.py:440",
+                               "/m/modeling_qwen3.py:357", "/m/modeling_qwen3.py:59"]):
+        events += graphs("forward", [{"x": [4]}], start=100.0 + i, location=where)
+    advices = diagnose(make_log(events))
+    assert not any("without an input shape change" in a.title for a in advices)
+    static = find(advices, "shapes are static")
+    assert list(static.numbers["graphs"]) == [
+        "forward (operations.py:942)", "forward (modeling_qwen3.py:440)",
+        "forward (modeling_qwen3.py:357)", "forward (modeling_qwen3.py:59)"]
+    # one of them recompiling is named with its place
+    events += graphs("forward", [{"x": [4], "y": [1]}], start=110.0,
+                     location="/m/modeling_qwen3.py:59")
+    events[-1].kind = "recompile"
+    a = find(diagnose(make_log(events)), "graphs for different arguments")
+    assert a.title == "forward (modeling_qwen3.py:59): 2 graphs for different arguments"
+    assert "each caller" in a.fix
+
+
+def test_compile_share_stays_last_whatever_the_other_findings():
+    events = graphs("forward", [{"x": [8, n]} for n in (4, 5, 6)], duration=0.01)
+    events.append(unsupported("hook", "Missing tp_iternext"))
+    titles = [a.title for a in diagnose(make_log(events, wall=100.0))]
+    assert titles[-1].startswith("compile time is") and len(titles) == 3
+
+
+def test_real_graph_break_on_a_disabled_function():
+    import contextlib
+
+    import torch
+
+    import neuronkit as nk
+
+    @torch._dynamo.disable
+    def hook(x):  # like FSDP's hooks: Dynamo may not trace it
+        return x + 1
+
+    @contextlib.contextmanager
+    def gathered():
+        yield
+
+    def step(x):
+        with gathered():  # a break inside a `with` block cannot resume: the frame runs eagerly
+            return hook(x) * 2
+
+    torch.compiler.reset()
+    with nk.CompileRecorder() as rec:
+        torch.compile(step, backend="eager")(torch.ones(2))
+    torch.compiler.reset()
+    advices = diagnose(rec.log)
+    a = find(advices, "graph breaks")
+    assert a.title == "graph breaks: 1 function ran eagerly" and a.numbers["functions"] == ["step"]
+    assert "disable" in a.detail  # torch's reason names the disabled call
+    assert not any(x.severity == "critical" for x in advices)

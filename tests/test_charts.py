@@ -126,6 +126,31 @@ def test_png_bytes_and_save_png(tmp_path):
     assert out.read_bytes().startswith(charts.PNG_SIGNATURE)
 
 
+def test_figures_show_themselves_in_jupyter_as_png():
+    fig = charts.timeline(make_log())
+    assert fig._repr_png_().startswith(charts.PNG_SIGNATURE)
+    assert repr(fig) == "<Figure size 800x360 with 1 Axes>"  # what notebooks store as text
+    formatters = pytest.importorskip("IPython.core.formatters")
+    data, _ = formatters.DisplayFormatter().format(charts.graph_growth(make_log()))
+    assert data["image/png"].startswith(charts.PNG_SIGNATURE)  # no %matplotlib inline needed
+    assert data["text/plain"] == "<Figure size 800x320 with 1 Axes>"
+
+
+def test_functions_that_share_a_name_get_their_own_colour():
+    log = CompileLog()
+    for where, t in (("/x/operations.py:942", 100.0), ("/x/modeling_qwen3.py:440", 101.0),
+                     ("/x/modeling_qwen3.py:440", 102.0)):
+        log.append(CompileEvent(function="forward", location=where, started_at=t, duration_s=0.1,
+                                kind="recompile" if t == 102.0 else "first"))
+    pts = scatters(charts.timeline(log))
+    assert {k: len(v) for k, v in pts.items()} == {"forward (operations.py:942)": 1,
+                                                   "forward (modeling_qwen3.py:440)": 2}
+    lines = {line.get_gid(): line for line in charts.graph_growth(log).axes[0].lines}
+    assert list(lines["forward (modeling_qwen3.py:440)"].get_data()[1]) == [1, 2, 2]
+    legend = [t.get_text() for t in charts.graph_growth(log).axes[0].get_legend().get_texts()]
+    assert legend == ["forward (operations.py:942) (1)", "forward (modeling_qwen3.py:440) (2)"]
+
+
 def test_figures_from_threads():
     results: list[bytes] = []
 

@@ -8,13 +8,15 @@ import textwrap
 
 import pytest
 
-from neuronkit.events import FORMAT, FORMAT_VERSION, CompileEvent, CompileLog, LogFormatError
+from neuronkit.events import (FORMAT, FORMAT_VERSION, CompileEvent, CompileLog, LogFormatError,
+                              function_labels, short_label)
 
 
 def event(function="forward", started_at=100.0, duration_s=0.5, n=3, kind="recompile", rank=0,
           **kw) -> CompileEvent:
     return CompileEvent(compile_id=kw.pop("compile_id", "0/0"), function=function,
-                        location="m.py:1", backend="eager", device="cpu", started_at=started_at,
+                        location=kw.pop("location", "m.py:1"), backend="eager", device="cpu",
+                        started_at=started_at,
                         duration_s=duration_s, input_shapes={"x": [2, n]}, kind=kind, rank=rank,
                         **kw)
 
@@ -131,6 +133,51 @@ def test_summary_per_function():
     assert rows["step"]["graphs"] == 1
     assert log.graph_counts() == {"forward": 2, "step": 1}
     assert log.total_compile_s == pytest.approx(6.0)
+
+
+def test_functions_that_share_a_name_are_told_apart_by_place(tmp_path):
+    log = CompileLog([event("forward", location="/a/operations.py:942", kind="first"),
+                      event("forward", location="/m/modeling_qwen3.py:440", kind="first"),
+                      event("forward", location="/m/modeling_qwen3.py:440", n=5),
+                      event("forward", location="/m/modeling_qwen3.py:440", n=7, kind="failed"),
+                      event("step", location="/t.py:3", kind="first")])
+    assert log.graph_counts() == {"forward (operations.py:942)": 1,
+                                  "forward (modeling_qwen3.py:440)": 2, "step": 1}
+    rows = {row["function"]: row for row in log.summary()}
+    assert rows["forward (modeling_qwen3.py:440)"]["graphs"] == 2
+    assert rows["forward (modeling_qwen3.py:440)"]["failed"] == 1
+    assert rows["forward (operations.py:942)"]["location"] == "/a/operations.py:942"
+    trace = json.loads(log.to_chrome_trace(tmp_path / "t.json").read_text())["traceEvents"]
+    assert {e["args"]["name"] for e in trace if e["name"] == "thread_name"} == {
+        "forward (operations.py:942)", "forward (modeling_qwen3.py:440)", "step"}
+    # the same file name in two folders: the full place
+    same_file = function_labels([event("f", location="/a/x.py:1"),
+                                 event("f", location="/b/x.py:1")])
+    assert sorted(same_file.values()) == ["f (/a/x.py:1)", "f (/b/x.py:1)"]
+
+
+def test_short_label_keeps_the_place_and_the_end_of_the_name():
+    assert short_label("forward", 24) == "forward"
+    assert short_label("torch_dynamo_resume_in_forward_at_375", 24) == "torch_dynamo_re…d_at_375"
+    assert short_label("forward (modeling_qwen3.py:440)", 24) == "forward (modeling_qwen3.py:440)"
+    assert short_label("forward_with_checkpointing (layers.py:89)", 24) == (
+        "forward_wit… (layers.py:89)")
+
+
+def test_compile_share_of_a_merged_log_is_per_rank():
+    ranks = []
+    for rank, (seconds, wall) in enumerate([(3.0, 10.0), (4.0, 9.0)]):
+        log = CompileLog([event("forward", duration_s=seconds / 2, kind="first", rank=rank),
+                          event("step", duration_s=seconds / 2, kind="first", rank=rank)])
+        log.wall_time_s = wall
+        ranks.append(log)
+    merged = CompileLog.merge(ranks)
+    assert merged.total_compile_s == pytest.approx(7.0)  # seconds add up all ranks
+    # the rank that compiled longest (4 s) over the run's wall time (10 s), not 7 s / 10 s
+    assert merged.compile_share() == pytest.approx(0.4)
+    assert [row["share_of_wall"] for row in merged.summary()] == [pytest.approx(0.2)] * 2
+    assert ranks[0].compile_share() == pytest.approx(0.3)
+    assert CompileLog([event()]).compile_share() is None  # wall time unknown
 
 
 def test_chrome_trace_is_valid_json_with_one_slice_per_event(tmp_path):

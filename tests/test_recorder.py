@@ -362,7 +362,44 @@ def test_a_failed_compile_is_recorded_and_still_raises(compiler_reset):
     (event,) = rec.events
     assert event.kind == "failed" and event.backend == "broken"
     assert "backend exploded" in event.metrics["dynamo"]["fail_reason"]
+    assert event.reasons == ["backend='broken' raised: RuntimeError: backend exploded"]
     assert rec.log.graph_counts() == {}
+
+
+@torch._dynamo.disable
+def _eager_hook(x):  # what FSDP does to its hooks: Dynamo may not trace them
+    return x + 1
+
+
+def test_a_graph_break_on_a_disabled_function_is_recorded_with_its_reason(compiler_reset):
+    import contextlib
+
+    @contextlib.contextmanager
+    def gathered():  # a break inside this block cannot resume: Dynamo skips the whole frame
+        yield
+
+    def step(x):
+        with gathered():
+            return _eager_hook(x) * 2
+
+    with nk.CompileRecorder() as rec:
+        out = torch.compile(step, backend="eager")(torch.ones(3))
+    assert out.tolist() == [4.0, 4.0, 4.0]  # it ran, eagerly
+    (event,) = rec.events
+    dynamo = event.metrics["dynamo"]
+    assert (event.kind, event.function, dynamo["fail_type"]) == ("failed", "step", "Unsupported")
+    first_line = dynamo["fail_reason"].splitlines()[0]  # torch's full message stays in metrics
+    assert len(dynamo["fail_reason"]) > 160 and "disable" in first_line
+    assert event.reasons == [first_line]
+    assert rec.log.graph_counts() == {}
+
+
+def test_failure_reason_is_one_line():
+    assert sources.failure_reason("boom\n  details") == "boom details"
+    long = "Graph break type\n  Explanation: " + "x" * 200
+    assert sources.failure_reason(long) == "Graph break type"
+    assert sources.failure_reason("backend='b' raised:\nRuntimeError: " + "y" * 200) == (
+        "backend='b' raised: RuntimeError: " + "y" * 200)
 
 
 def test_rank_comes_from_the_argument_then_the_environment(monkeypatch):

@@ -123,6 +123,34 @@ def test_report_of_two_ranks():
     assert "ranks compiled different graphs: rank 0: 3, rank 1: 2" in text
 
 
+def test_summary_of_two_ranks_gives_the_share_per_rank():
+    rank0 = make_log([dataclasses.replace(e, duration_s=3.0) for e in known_events()[:2]], wall=8.0)
+    rank1 = make_log([dataclasses.replace(e, rank=1, duration_s=2.5) for e in known_events()[:2]],
+                     wall=7.5)
+    lines = report.format_summary(CompileLog.merge([rank0, rank1])).splitlines()
+    # 11 s compiling over both ranks; rank 0 compiled 6 s of its 8 s: 75 %, not 11 / 8 = 138 %
+    assert cells(lines[2]) == ["forward", "4", "2", "0", "0", "11.000", "2.750", "75.0%"]
+    assert cells(lines[3]) == ["total", "4", "0", "0", "11.000", "75.0%"]
+    assert lines[4].startswith("2 ranks:") and "compiled longest" in lines[4]
+    assert len(report.format_summary(rank0).splitlines()) == 4  # one rank: no note
+
+
+def test_event_table_and_summary_tell_same_named_functions_apart():
+    events = [dataclasses.replace(e, location="/m/model.py:40") for e in known_events()[:2]]
+    events.append(CompileEvent(function="forward", location="/a/ops.py:9", kind="first",
+                               started_at=1005.0))
+    events.append(CompileEvent(function="torch_dynamo_resume_in_forward_at_375", kind="failed",
+                               started_at=1006.0, reasons=["Missing tp_iternext"]))
+    log = make_log(events)
+    rows = [cells(line) for line in report.format_events(log).splitlines()[2:]]
+    assert [r[2] for r in rows] == ["forward (model.py:40)", "forward (model.py:40)",
+                                    "forward (ops.py:9)", "torch_dynamo_re…d_at_375"]
+    assert rows[3][5] == "Missing tp_iternext"
+    summary = [cells(line)[0] for line in report.format_summary(log).splitlines()[2:]]
+    assert summary == ["forward (model.py:40)", "forward (ops.py:9)",
+                       "torch_dynamo_resume_in_…d_at_375", "total"]
+
+
 def test_report_is_deterministic_for_the_same_events(tmp_path):
     a = report.format_report(make_log(known_events(t0=1000.0)))
     shifted = report.format_report(make_log(known_events(t0=5000.0)))  # another day, same run
