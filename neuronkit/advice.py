@@ -18,9 +18,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
-from .advice_shapes import GRAPH_KINDS, MISMATCH, _Series, clean_name, consecutive, graphs_of, \
-    graphs_per_rank, groups, is_generation, limit_value, per_rank, plan, series
-from .events import CompileEvent, CompileLog, function_labels
+from .advice_shapes import CALLS_PER_LENGTH, _Series, consecutive, graphs_of, graphs_per_rank, groups, \
+    is_generation, limit_value, per_rank, plan, series
+from .events import GRAPH_KINDS, SIZE_MISMATCH, CompileEvent, CompileLog, as_events, \
+    function_labels, input_name
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[str, ...] = ("critical", "warning", "info")
@@ -55,9 +56,9 @@ def short_reason(reason: str, width: int = 48) -> str:
     """A guard-failure reason in one short line: ``input_ids dim 1: 17 -> 33``."""
     text = re.sub(r"^.*guard failure\(s\):\s*", "", reason.strip(), flags=re.S)
     text = re.sub(r"^-?\s*\d+/\d+:\s*", "", text.splitlines()[0] if text else "")
-    m = MISMATCH.search(text)
+    m = SIZE_MISMATCH.search(text)
     if m:
-        text = f"{clean_name(m['name'])} dim {m['dim']}: {m['expected']} -> {m['actual']}"
+        text = f"{input_name(m['name'])} dim {m['dim']}: {m['expected']} -> {m['actual']}"
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -114,13 +115,14 @@ def _shape_findings(function: str, events: list[CompileEvent]) -> list[Advice]:
 def _buckets(function: str, group: list[_Series], events: list[CompileEvent],
              graphs: int) -> Advice:
     values = group[0].distinct
-    buckets, source = plan(values)
+    buckets = plan([v for _, v in group[0].values])
     eager = max(per_rank([e for e in events if e.kind == "limit_hit"]).values(), default=0)
     title = (f"{function}: {_names(group)} took {len(values)} values ({_span(values)}) "
              f"-> {_count(graphs, 'graph')}" + (f" + {eager} run eagerly" if eager else ""))
     detail = (f"Every distinct value compiled its own graph of `{function}`: {_listed(values)}. "
               f"On Neuron each graph is a separate neuronx-cc compile (minutes each). "
-              f"Suggested buckets ({source}): {buckets} -> at most {_count(len(buckets), 'graph')}.")
+              f"Suggested buckets (nk.plan_buckets, each length assumed to recur "
+              f"{CALLS_PER_LENGTH} times): {buckets} -> at most {_count(len(buckets), 'graph')}.")
     if len(buckets) == 1:
         fix = (f"pad to one length, {buckets[0]}: padding='max_length', max_length={buckets[0]} "
                f"(or nk.FixedLengthCollator(tokenizer, max_length={buckets[0]})) for training, "
@@ -132,7 +134,7 @@ def _buckets(function: str, group: list[_Series], events: list[CompileEvent],
     return Advice(title, detail, fix, "warning", {
         "function": function, "input": group[0].name, "dim": group[0].dim, "values": values,
         "distinct": len(values), "min": min(values), "max": max(values), "graphs": graphs,
-        "buckets": buckets, "bucket_source": source})
+        "buckets": buckets})
 
 
 def _batch_change(function: str, group: list[_Series], events: list[CompileEvent],
@@ -357,13 +359,7 @@ def _compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
 
 def diagnose(log: CompileLog | Iterable[CompileEvent]) -> list[Advice]:
     """Findings for a compile log (or a list of events), most severe first."""
-    if hasattr(log, "events"):
-        events = list(log.events)
-    elif isinstance(log, (list, tuple)) and all(isinstance(e, CompileEvent) for e in log):
-        events = list(log)
-    else:
-        raise TypeError(f"diagnose() takes a CompileLog or a list of CompileEvent, got "
-                        f"{type(log).__name__}; load a file with nk.CompileLog.load(path)")
+    events = as_events(log)
     if not events:
         return [Advice("no compile events", "Nothing was compiled while recording: either no "
                        "torch.compile work ran, or every shape was already compiled.",

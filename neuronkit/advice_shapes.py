@@ -14,20 +14,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .events import CompileEvent
+from .events import GRAPH_KINDS, SIZE_MISMATCH, CompileEvent, input_name
 
-GRAPH_KINDS = ("first", "recompile")
-
-MISMATCH = re.compile(r"tensor '(?P<name>.+?)' size mismatch at index (?P<dim>\d+)\. "
-                      r"expected (?P<expected>\d+), actual (?P<actual>\d+)")
-_SOURCE = re.compile(r"\b(?:L|G|kwargs|args)\[['\"]([^'\"]+)['\"]\]")
 _CACHE_NAME = re.compile(r"past_key_values|key_cache|value_cache|layers\[\d+\]\.(keys|values)")
 _LIMIT = re.compile(r"recompile_limit\W*\(?(\d+)|currently set to (\d+)")
-
-
-def clean_name(text: str) -> str:
-    """``L['input_ids']`` / ``kwargs['cache'].layers[0].keys`` -> ``input_ids`` / ``cache.layers[0].keys``."""
-    return _SOURCE.sub(r"\1", text.strip())
 
 
 def graphs_per_rank(events: list[CompileEvent]) -> int:
@@ -94,13 +84,13 @@ def series(events: list[CompileEvent]) -> dict[tuple[str, int], _Series]:
         for raw, dims in (e.input_shapes or {}).items():
             for d, v in enumerate(dims or []):
                 if isinstance(v, int):
-                    name = clean_name(raw)
+                    name = input_name(raw)
                     out.setdefault((name, d), _Series(name, d, len(dims))).values.append((i, v))
     from_reasons: dict[tuple[str, int], _Series] = {}
     for i, e in enumerate(events):
         for reason in e.reasons:
-            for m in MISMATCH.finditer(reason):
-                key = (clean_name(m["name"]), int(m["dim"]))
+            for m in SIZE_MISMATCH.finditer(reason):
+                key = (input_name(m["name"]), int(m["dim"]))
                 if key in out:
                     continue
                 s = from_reasons.setdefault(key, _Series(key[0], key[1], None))
@@ -139,12 +129,21 @@ def consecutive(values: list[int]) -> bool:
     return len(values) >= 4 and all(b - a == 1 for a, b in zip(values, values[1:]))
 
 
-def plan(values: list[int]) -> tuple[list[int], str]:
-    """Bucket boundaries for observed lengths, via shapes.plan_buckets or powers of two."""
-    try:
-        from .shapes import plan_buckets
+# A log shows which lengths compiled, not how often they will come back: assume each one recurs
+# this many times (a serving run, or the steps of an epoch), so padding is paid that often while
+# each bucket compiles once. Fewer calls would favour fewer buckets, more calls more buckets.
+CALLS_PER_LENGTH = 1000
+MAX_SUGGESTED_BUCKETS = 4
 
-        return [int(b) for b in plan_buckets(sorted(values)).boundaries], "plan_buckets"
-    except Exception as exc:  # missing module or a refusal: say so and still suggest something
-        powers = sorted({1 << max(int(v) - 1, 0).bit_length() for v in values})
-        return powers, f"powers of two (plan_buckets unavailable: {type(exc).__name__}: {exc})"
+
+def plan(seen: list[int]) -> list[int]:
+    """Bucket boundaries for the lengths a log saw (one entry per event, so repeats weigh more).
+
+    shapes.plan_buckets weighs one compile (60 s) against the padding of every call, each length
+    assumed to recur :data:`CALLS_PER_LENGTH` times; at most :data:`MAX_SUGGESTED_BUCKETS`.
+    """
+    from .shapes import DEFAULT_TOKEN_COST_S, plan_buckets
+
+    plan = plan_buckets(sorted(seen), max_buckets=min(MAX_SUGGESTED_BUCKETS, len(set(seen))),
+                        token_cost_s=DEFAULT_TOKEN_COST_S * CALLS_PER_LENGTH)
+    return [int(b) for b in plan.boundaries]

@@ -136,21 +136,26 @@ def default_cache_dir() -> tuple[Path, str]:
 
 
 def _entry(path: Path, version: str) -> CacheEntry:
-    stats = {}
+    size, mtime = 0, path.stat().st_mtime
+    names: set[str] = set()     # file names at any depth, for the state checks below
+    neff = False                # a non-empty model.neff somewhere in the entry
     for f in path.rglob("*"):
         try:  # a running compile may remove a lock file while we look
-            if f.is_file():
-                stats[f.name] = f.stat()
+            if not f.is_file():
+                continue
+            st = f.stat()
         except FileNotFoundError:
             continue
-    size = sum(st.st_size for st in stats.values())
-    mtime = max([path.stat().st_mtime, *(st.st_mtime for st in stats.values())])
+        size += st.st_size      # every file counts, even nested ones sharing a name
+        mtime = max(mtime, st.st_mtime)
+        names.add(f.name)
+        neff = neff or (f.name == "model.neff" and st.st_size > 0)
     error = ""
-    if any(n.endswith(".lock") for n in stats):
+    if any(n.endswith(".lock") for n in names):
         state = "locked"
-    elif "model.done" in stats or stats.get("model.neff", None) and stats["model.neff"].st_size:
+    elif "model.done" in names or neff:
         state = "ok"
-    elif not stats:
+    elif not names:
         state = "empty"
     else:
         state = "failed"

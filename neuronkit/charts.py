@@ -21,7 +21,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.lines import Line2D
 
-from .events import CompileEvent, CompileLog, function_labels, short_label
+from .events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels,
+                     short_label)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LIMIT_COLOUR = "#d62728"
@@ -36,14 +37,6 @@ class Figure(figure.Figure):
 
     def _repr_png_(self) -> bytes:
         return png_bytes(self)
-
-
-def _events(log: CompileLog | Iterable[CompileEvent]) -> list[CompileEvent]:
-    if hasattr(log, "events"):
-        return list(log.events)
-    if isinstance(log, (list, tuple)) and all(isinstance(e, CompileEvent) for e in log):
-        return list(log)
-    raise TypeError(f"charts take a CompileLog or a list of CompileEvent, got {type(log).__name__}")
 
 
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[figure.Figure, Axes]:
@@ -91,16 +84,19 @@ def _group_key(e: CompileEvent, by: str, labels: dict[tuple[str, str], str]) -> 
 
 
 def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"] = "time",
-             ax: Axes | None = None, by: Literal["function", "rank"] = "function") -> figure.Figure:
+             ax: Axes | None = None, by: Literal["function", "rank"] = "function",
+             figsize: tuple[float, float] = (8.0, 3.6)) -> figure.Figure:
     """Compile seconds per event over time (or event number), one colour per function or rank.
+
+    ``figsize`` (inches) sizes the new figure; it is ignored when drawing on a given ``ax``.
 
     Filled circles are first compiles, hollow circles recompiles, black crosses failed compiles,
     and red X marks the recompile-limit hits where torch fell back to eager.
     """
     _check(x, by)
-    events = _events(log)
+    events = as_events(log)
     own_axes = ax is None  # on a caller's (possibly shared) axes, leave the y limits to them
-    fig, ax = _axes(ax, (8.0, 3.6))
+    fig, ax = _axes(ax, figsize)
     if not events:
         return _empty(fig, ax, "Compile timeline")
     xs = _xs(events, x)
@@ -108,7 +104,7 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     groups: dict[str, list[int]] = {}  # every function gets its colour, in order of appearance
     for i, e in enumerate(events):
         idx = groups.setdefault(_group_key(e, by, labels), [])
-        if e.kind in ("first", "recompile"):
+        if e.kind in GRAPH_KINDS:
             idx.append(i)
     keys = sorted(groups, key=lambda k: int(k.split()[-1])) if by == "rank" else list(groups)
     palette = colours(keys)
@@ -154,11 +150,15 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
 
 def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = None,
                  x: Literal["time", "call"] = "call",
-                 by: Literal["function", "rank"] = "function") -> figure.Figure:
-    """Graphs compiled so far per function (or rank), a step line; red X where the limit was hit."""
+                 by: Literal["function", "rank"] = "function",
+                 figsize: tuple[float, float] = (8.0, 3.2)) -> figure.Figure:
+    """Graphs compiled so far per function (or rank), a step line; red X where the limit was hit.
+
+    ``figsize`` (inches) sizes the new figure; it is ignored when drawing on a given ``ax``.
+    """
     _check(x, by)
-    events = _events(log)
-    fig, ax = _axes(ax, (8.0, 3.2))
+    events = as_events(log)
+    fig, ax = _axes(ax, figsize)
     if not events:
         return _empty(fig, ax, f"Graphs per {by}")
     xs = _xs(events, x)
@@ -168,7 +168,7 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     hits: list[tuple[float, int]] = []
     for i, e in enumerate(events):
         px, py = lines.setdefault(_group_key(e, by, labels), ([], []))
-        if e.kind in ("first", "recompile"):
+        if e.kind in GRAPH_KINDS:
             px.append(xs[i])
             py.append(len(py) + 1)
         elif e.kind == "limit_hit":

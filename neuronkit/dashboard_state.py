@@ -66,19 +66,10 @@ def sweep_lengths(count: int, longest: int, order: str = "growing", seed: int = 
 
 
 def chart_figure(log: CompileLog):
-    """The dashboard's chart: ``charts.timeline`` on a wide figure with fixed margins.
-
-    Fixed margins (room on the right for the legend) draw in one pass, about twice as fast as a
-    constrained layout: the chart is redrawn while compile events stream in.
-    """
-    from matplotlib.figure import Figure
-
+    """The dashboard's chart: ``charts.timeline`` on a wide figure."""
     from .charts import timeline
 
-    fig = Figure(figsize=(9.0, 3.2), dpi=100)
-    fig.subplots_adjust(left=0.07, right=0.79, bottom=0.15, top=0.9)
-    timeline(log, ax=fig.add_subplot())
-    return fig
+    return timeline(log, figsize=(9.0, 3.2))
 
 
 def chart_png(log: CompileLog) -> bytes:
@@ -156,26 +147,43 @@ class DashboardState(HasTraits):
             self._say(f"Replaying {len(log.events)} compile events from "
                       f"{Path(self.source).name or 'a saved log'}; {REPLAY_REASON}.", "info")
             return
-        from .device import detect
+        from .device import cpu_backend, detect
 
         report = detect()
+        self._cpu_backend = cpu_backend()
         self.device_options = [report.device] + (["cpu"] if report.device != "cpu" else [])
         self.device = device or report.device
         if self.device not in self.device_options:
             self.device_options = [*self.device_options, self.device]
         if report.device == "neuron":
-            self.backend_options = ["neuron", NO_COMPILE]
             self.device_note = f"{report.device_count} Neuron device(s); backend 'neuron'"
         else:
-            self.backend_options = [*CPU_BACKENDS, NO_COMPILE]
             self.device_note = f"no Neuron: {report.reason}"
-        self.backend = backend or report.compile_backend
-        if self.backend not in self.backend_options:
-            self.backend_options = [*self.backend_options, self.backend]
+        self.backend = report.compile_backend  # kept where the device offers it
+        self._backends_for_device()
+        if backend:
+            self.backend = backend
+            if backend not in self.backend_options:
+                self.backend_options = [*self.backend_options, backend]
+        self.observe(lambda _: self._backends_for_device(), "device")
         self.dtype = dtype or ("bfloat16" if report.bf16_supported else "float32")
         self.model_path = os.fspath(model_path) if model_path is not None else ""
         self._new_recorder()
         self._say("Press Load to load the model (empty path: the embedded tiny model).", "info")
+
+    def _backends_for_device(self) -> None:
+        """Backend choices for the selected device: 'neuron' on Neuron, the CPU/CUDA backends
+        elsewhere (a Neuron host running on cpu compiles with eager, and says so)."""
+        if self.device.split(":")[0] == "neuron":
+            options = ["neuron", NO_COMPILE]
+        else:
+            options = [*CPU_BACKENDS, NO_COMPILE]
+            if self._cpu_backend not in options:  # $NEURONKIT_CPU_BACKEND names another one
+                options.insert(0, self._cpu_backend)
+        keep = self.backend if self.backend in options else (
+            "neuron" if options[0] == "neuron" else self._cpu_backend)
+        self.backend_options = options
+        self.backend = keep
 
     @classmethod
     def replay(cls, path: str | os.PathLike[str]) -> "DashboardState":
@@ -214,9 +222,18 @@ class DashboardState(HasTraits):
 
         if self._unsubscribe is not None:
             self._unsubscribe()
+        if self.recorder is not None and self.recorder.active:
+            self.recorder.stop()
         self.recorder = CompileRecorder(device=self.device, backend=self.backend,
                                         context="dashboard", quiet=True)
         self._unsubscribe = self.recorder.subscribe(self._on_event)
+
+    def _match_recorder(self) -> None:
+        """A new recorder (and log) when the device or backend chosen is not the one recorded:
+        the log's header and every event name the device and backend actually used."""
+        if self.recorder is None or (self.recorder.device, self.recorder.backend) != (
+                self.device, self.backend):
+            self._new_recorder()
 
     # -- status ------------------------------------------------------------------------
     def _say(self, text: str, kind: str = "info") -> None:
@@ -268,8 +285,7 @@ class DashboardState(HasTraits):
             tokenizer = nk.load_tokenizer(path)
             report = nk.check_placement(model, self.device)
             self.model, self.tokenizer = model, tokenizer
-            if not self.log.events:          # the log's header names this device and backend
-                self._new_recorder()
+            self._match_recorder()
             self.source = path or str(nk.tiny_model())
             self.placement, self.placement_ok = str(report), report.ok
             self.loaded = True
@@ -333,6 +349,7 @@ class DashboardState(HasTraits):
         length = len(self.tokenizer(prompt)["input_ids"])
         self.prompt_lengths = [*self.prompt_lengths, length]
         compile_ = self.backend != NO_COMPILE
+        self._match_recorder()  # the backend may have been changed since Load
         with self.recorder.context(label):
             result = nk.generate(self.model, self.tokenizer, [prompt],
                                  max_new_tokens=self.max_new_tokens, buckets=buckets,
@@ -378,7 +395,9 @@ class DashboardState(HasTraits):
         """Write the session log as JSONL (the suffix becomes .jsonl)."""
         target = Path(path or self.export_path).expanduser().with_suffix(".jsonl")
         with self._action("Saving the log"):
-            written = CompileLog(self.log.events, header=self.log.header).save(target)
+            out = CompileLog(self.log.events, header=self.log.header)
+            out.wall_time_s = self.log.wall_time_s  # the compile-time share needs it
+            written = out.save(target)
             self._say(f"Saved {len(self.log.events)} events to {written.resolve()}", "ok")
         return written
 

@@ -73,22 +73,52 @@ class DeviceReport:
         return "\n".join(lines)
 
 
-def _version(dist: str) -> str | None:
+def package_version(dist: str) -> str | None:
+    """Installed version of the distribution ``dist`` (e.g. ``"torch-neuronx"``), or None."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
 
 
+def import_neuronx() -> Any | None:
+    """The ``torch_neuronx`` module (imported once, which registers ``torch.neuron``), or None.
+
+    None when it is not installed; a broken install warns instead of raising.
+    """
+    module = sys.modules.get("torch_neuronx")
+    if module is not None:
+        return module
+    try:
+        if importlib.util.find_spec("torch_neuronx") is None:
+            return None
+    except (ImportError, ValueError):  # e.g. a sys.modules entry of None or without a spec
+        return None
+    try:
+        return importlib.import_module("torch_neuronx")
+    except Exception as exc:  # a broken install must not hide the rest of the report
+        warnings.warn(f"torch_neuronx is installed but failed to import: {exc}", stacklevel=3)
+        return None
+
+
+def neuron_dynamo_metrics() -> list:
+    """``torch_neuronx.get_dynamo_metrics()`` as a list (one entry per graph), or [] without it.
+
+    Looks only at an already imported torch_neuronx (cheap after every compile); errors from
+    torch_neuronx propagate, so the caller decides how to report them.
+    """
+    getter = getattr(sys.modules.get("torch_neuronx"), "get_dynamo_metrics", None)
+    if getter is None:
+        return []
+    entries = getter()
+    return list(entries.values()) if isinstance(entries, dict) else list(entries or [])
+
+
 def _neuron_namespace() -> Any | None:
     """``torch.neuron`` once torch-neuronx has registered it, else None."""
     import torch
 
-    if importlib.util.find_spec("torch_neuronx") is not None:
-        try:
-            importlib.import_module("torch_neuronx")
-        except Exception as exc:  # a broken install must not hide the rest of the report
-            warnings.warn(f"torch_neuronx is installed but failed to import: {exc}", stacklevel=3)
+    import_neuronx()
     return getattr(torch, "neuron", None)
 
 
@@ -126,7 +156,8 @@ def detect(cpu_backend_name: str | None = None) -> DeviceReport:
     count = neuron_device_count()
     cuda = torch.cuda.is_available()
     versions = {"python": _python_version(), "torch": torch.__version__,
-                "transformers": _version("transformers"), "torch-neuronx": _version("torch-neuronx")}
+                "transformers": package_version("transformers"),
+                "torch-neuronx": package_version("torch-neuronx")}
     module = sys.modules.get("torch_neuronx")
     if module is not None and getattr(module, "__version__", None) and not versions["torch-neuronx"]:
         versions["torch-neuronx"] = str(module.__version__)

@@ -261,18 +261,21 @@ def launch(script: str | os.PathLike[str], nproc_per_node: int = 2, args: Sequen
             lines.append(line)
             if on_line is not None:
                 on_line(line)
-    except KeyboardInterrupt:
+        if not timed_out:           # output closed: the run is ending; still bound the wait
+            try:
+                proc.wait(timeout=max(0.1, started + timeout_s - time.time()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        if timed_out:
+            _kill_group(proc)
+        returncode = proc.wait()
+        reader.join(timeout=5)
+    except BaseException:       # Ctrl-C, or on_line raised: never leave torchrun running
         _kill_group(proc)
         raise
-    if not timed_out:           # output closed: the run is ending; still bound the wait
-        try:
-            proc.wait(timeout=max(0.1, started + timeout_s - time.time()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    if timed_out:
-        _kill_group(proc)
-    returncode = proc.wait()
-    reader.join(timeout=5)
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
     while not lines_q.empty():  # what arrived while the run was being stopped
         line = lines_q.get_nowait()
         if line is not None:

@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .distributed import rank
+
 TEXT = ("the compiler builds one graph for every input shape it sees so a training run that pads "
         "each batch to its own length compiles again and again while fixed shapes compile once")
 
@@ -58,7 +60,7 @@ def train_fsdp(args, model_path, log_path) -> None:
     out = args.out or tempfile.mkdtemp(prefix="neuronkit-fsdp-")
     targs = fixed_shape_args(out, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
                              logging_steps=1, save_strategy="no", disable_tqdm=True,
-                             quiet=_rank() != 0)
+                             quiet=rank() != 0)
     callback = CompileEventsCallback(log_path=log_path, quiet=True)
     trainer = Trainer(model=model, args=targs,
                       train_dataset=examples(args.batch_size * world * args.steps, tok),
@@ -66,7 +68,7 @@ def train_fsdp(args, model_path, log_path) -> None:
                                                         truncation=True),
                       callbacks=[callback])
     trainer.train()
-    _say(f"[rank {_rank()}] {callback.summary()}; log: {log_path}")
+    _say(f"[rank {rank()}] {callback.summary()}; log: {log_path}")
 
 
 def train_tp(args, model_path, log_path) -> None:
@@ -85,7 +87,7 @@ def train_tp(args, model_path, log_path) -> None:
     except TrainerParallelismError as exc:
         if args.trainer:
             raise
-        if _rank() == 0:
+        if rank() == 0:
             _say(f"[rank 0] Trainer not used: {exc}")
     if args.trainer:
         from transformers import Trainer
@@ -113,14 +115,10 @@ def train_tp(args, model_path, log_path) -> None:
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
-            _say(f"[rank {_rank()}] step {step} loss {loss.item():.4f}")
+            _say(f"[rank {rank()}] step {step} loss {loss.item():.4f}")
     graphs = sum(rec.log.graph_counts().values())
-    _say(f"[rank {_rank()}] {graphs} graph(s), {rec.log.total_compile_s:.2f} s compiling; "
+    _say(f"[rank {rank()}] {graphs} graph(s), {rec.log.total_compile_s:.2f} s compiling; "
          f"log: {log_path}")
-
-
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0"))
 
 
 def _dtype(device: str) -> str:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from importlib import metadata
 
 from .cache import CacheReport, default_cache_dir, inspect_cache
-from .device import CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, DeviceReport, detect
+from .device import CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, DeviceReport, detect, package_version
 
 STALE_LOCK_S = 3600.0
 
@@ -20,13 +19,6 @@ class Check:
     status: str
     name: str
     text: str
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _detect() -> tuple[DeviceReport, Check | None]:
@@ -128,8 +120,8 @@ def doctor_report(cache_dir: str | os.PathLike | None = None) -> str:
 
     report, backend_check = _detect()
     versions = dict(report.versions)
-    versions.update({"accelerate": _version("accelerate"), "neuronx-cc": _version("neuronx-cc"),
-                     "neuronkit": __version__})
+    versions.update({"accelerate": package_version("accelerate"),
+                     "neuronx-cc": package_version("neuronx-cc"), "neuronkit": __version__})
     try:
         cache = inspect_cache(cache_dir)
         cache_line = cache.summary_line()

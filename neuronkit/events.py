@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import threading
 import warnings
 from collections import defaultdict
@@ -24,6 +25,19 @@ FORMAT_VERSION = 1
 
 EventKind = Literal["first", "recompile", "limit_hit", "failed"]
 KINDS: tuple[str, ...] = ("first", "recompile", "limit_hit", "failed")
+GRAPH_KINDS: tuple[str, ...] = ("first", "recompile")  # the kinds that build a graph
+
+# torch's guard-failure text for a changed dimension, and the source names it quotes
+SIZE_MISMATCH = re.compile(r"tensor '(?P<name>.+?)' size mismatch at index (?P<dim>\d+)\. "
+                           r"expected (?P<expected>-?\d+), actual (?P<actual>-?\d+)")
+_SOURCE = re.compile(r"\b(?:L|G|kwargs|args)\[['\"]([^'\"]+)['\"]\]")
+
+
+def input_name(source: str) -> str:
+    """Dynamo's source text -> the user-facing input name: ``L['input_ids']`` -> ``input_ids``,
+    ``kwargs['cache'].layers[0].keys`` -> ``cache.layers[0].keys`` (one pass, so
+    ``L['kwargs']['cache']`` -> ``kwargs['cache']``, as guards print it)."""
+    return _SOURCE.sub(r"\1", source.strip())
 
 
 class LogFormatError(ValueError):
@@ -63,22 +77,24 @@ class CompileEvent:
 def default_header(device: str = "", backend: str = "", **extra: Any) -> dict[str, Any]:
     """The header line: format, versions, device and backend."""
     from . import __version__
+    from .device import package_version
 
     versions: dict[str, Any] = {"neuronkit": __version__}
     for name in ("torch", "transformers", "torch_neuronx"):
-        versions[name] = _version_of(name)
+        versions[name] = package_version(name.replace("_", "-"))
     return {"format": FORMAT, "version": FORMAT_VERSION, **versions,
             "device": device, "backend": backend, **extra}
 
 
-def _version_of(module: str) -> str | None:
-    from importlib import metadata
-
-    dist = module.replace("_", "-")
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+def as_events(log_or_events: "CompileLog | Iterable[CompileEvent]") -> list[CompileEvent]:
+    """The events of a :class:`CompileLog` (or anything with ``.events``), or a list of events."""
+    if hasattr(log_or_events, "events"):
+        return list(log_or_events.events)
+    if isinstance(log_or_events, (list, tuple)) and all(
+            isinstance(e, CompileEvent) for e in log_or_events):
+        return list(log_or_events)
+    raise TypeError("expected a CompileLog or a list of CompileEvent, got "
+                    f"{type(log_or_events).__name__}; load a log with CompileLog.load(path)")
 
 
 def function_labels(events: Iterable[CompileEvent]) -> dict[tuple[str, str], str]:
@@ -244,7 +260,7 @@ class CompileLog:
         labels = function_labels(self.events)
         counts: dict[str, int] = defaultdict(int)
         for e in self.events:
-            if e.kind in ("first", "recompile"):
+            if e.kind in GRAPH_KINDS:
                 counts[labels[e.function, e.location]] += 1
         return dict(counts)
 
@@ -262,7 +278,7 @@ class CompileLog:
             row = rows.setdefault(key, {"function": labels[key], "location": e.location,
                                         "graphs": 0, "limit_hits": 0, "failed": 0,
                                         "compile_s": 0.0})
-            if e.kind in ("first", "recompile"):
+            if e.kind in GRAPH_KINDS:
                 row["graphs"] += 1
             elif e.kind == "limit_hit":
                 row["limit_hits"] += 1

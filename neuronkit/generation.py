@@ -21,16 +21,14 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from .events import GRAPH_KINDS
+from .models import PadTokenWarning, pad_token_id  # noqa: F401  (PadTokenWarning: re-exported)
 from .shapes import Buckets, plan_buckets
 
 DEFAULT_BATCH_SIZE = 4
 MIN_NEW_TOKEN_ROOM = 32
 MANAGED_KWARGS = ("input_ids", "attention_mask", "cache", "past_key_values", "cache_implementation",
                   "max_length", "disable_compile", "num_return_sequences")
-
-
-class PadTokenWarning(UserWarning):
-    """The tokenizer has no pad token; its eos token pads instead."""
 
 
 def cache_length(bucket: int, max_new_tokens: int) -> int:
@@ -85,7 +83,7 @@ class GenerationResult:
     @property
     def graphs(self) -> int:
         """Compiles during the call (first compiles and recompiles)."""
-        return sum(1 for e in self.events if getattr(e, "kind", "") in ("first", "recompile"))
+        return sum(1 for e in self.events if getattr(e, "kind", "") in GRAPH_KINDS)
 
     @property
     def compile_s(self) -> float:
@@ -112,18 +110,16 @@ def _plural(count: int, noun: str) -> str:
 class _FirstTokenClock:
     """Logits processor that notes when the first new token's logits exist (end of prefill).
 
-    On CUDA it synchronises first; elsewhere it is host time, and ``generate`` itself waits for
-    the device at every step (its stopping check reads the finished rows)."""
+    On any device but CPU the logits may not be computed yet (CUDA is asynchronous, Neuron
+    lazy), so it reads one value back first, which waits for them."""
 
     def __init__(self) -> None:
         self.at: float | None = None
 
     def __call__(self, input_ids, scores):
         if self.at is None:
-            if scores.device.type == "cuda":
-                import torch
-
-                torch.cuda.synchronize(scores.device)
+            if scores.device.type != "cpu":
+                float(scores[0, 0])  # forces the prefill to finish on an async or lazy device
             self.at = time.perf_counter()
         return scores
 
@@ -152,18 +148,6 @@ def _positive(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value
-
-
-def _pad_id(tokenizer) -> int:
-    if tokenizer.pad_token_id is not None:
-        return tokenizer.pad_token_id
-    if tokenizer.eos_token_id is None:
-        raise ValueError("the tokenizer has neither a pad nor an eos token; set "
-                         "tokenizer.pad_token = ... before calling generate")
-    warnings.warn(f"the tokenizer has no pad token; padding with its eos token "
-                  f"{tokenizer.eos_token!r} (id {tokenizer.eos_token_id}). Set "
-                  "tokenizer.pad_token to silence this.", PadTokenWarning, stacklevel=3)
-    return tokenizer.eos_token_id
 
 
 def _resolve_buckets(buckets: Any, lengths: list[int]) -> Buckets | None:
@@ -273,7 +257,9 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                          "prompt); use buckets=, max_new_tokens= and compile=False instead")
     batch_size = _positive(batch_size if batch_size is not None
                            else min(len(prompts), DEFAULT_BATCH_SIZE), "batch_size")
-    pad_id = _pad_id(tokenizer)
+    pad_id = generate_kwargs.pop("pad_token_id", None)
+    if pad_id is None:
+        pad_id = pad_token_id(tokenizer, warn=True)
     ids = [list(x) for x in tokenizer(prompts, add_special_tokens=True)["input_ids"]]
     for i, x in enumerate(ids):
         if not x:
@@ -383,6 +369,13 @@ def pipeline(task: str, model: Any = None, **kw):
     requested = kw.pop("device", None)
     device_map = kw.pop("device_map", None)
     loaded = model is not None and not isinstance(model, str) and hasattr(model, "device")
+    if type(device_map).__name__ == "device":  # a torch.device
+        device_map = str(device_map)
+    if device_map is not None and not isinstance(device_map, str):
+        raise TypeError(f"device_map must be one device such as 'neuron' or 'cpu' (or 'auto'), "
+                        f"got {type(device_map).__name__} {device_map!r:.60}; pipeline places the "
+                        "whole model on one device. For a per-module map, load the model with "
+                        "nk.load_model(..., device_map={...}) and pass the model")
     if device_map is not None and device_map != "auto":
         if requested is not None:
             raise ValueError("pass device= or device_map=, not both")

@@ -43,6 +43,27 @@ class PlacementWarning(UserWarning):
     """Some parameters or buffers are not on the device the model was loaded for."""
 
 
+class PadTokenWarning(UserWarning):
+    """The tokenizer has no pad token; its eos token pads instead."""
+
+
+def pad_token_id(tokenizer: Any, *, warn: bool = False) -> int:
+    """The id to pad with: the tokenizer's pad token, else its eos token (with a
+    :class:`PadTokenWarning` when ``warn``). Raises when it has neither."""
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is not None:
+        return int(pad)
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if eos is None:
+        raise ValueError("the tokenizer has neither a pad nor an eos token; set "
+                         "tokenizer.pad_token = ... first")
+    if warn:
+        warnings.warn(f"the tokenizer has no pad token; padding with its eos token "
+                      f"{getattr(tokenizer, 'eos_token', None)!r} (id {eos}). Set "
+                      "tokenizer.pad_token to silence this.", PadTokenWarning, stacklevel=3)
+    return int(eos)
+
+
 # --------------------------------------------------------------------------- the tiny model
 
 @contextlib.contextmanager
@@ -298,7 +319,9 @@ def load_model(name_or_path: str | os.PathLike | None = None, device: str | None
         raise ValueError("device_map and distributed_config cannot be combined (transformers "
                          "places the shards itself); drop device_map")
     if device_map == "auto":
-        target = resolve_device(device)
+        # detect() directly: resolve_device(None) would add a DeviceFallbackWarning on top of
+        # the DeviceMapWarning below, which already says what happened
+        target = detect().device if device in (None, "auto") else resolve_device(device)
         _device_map_auto(target, strict)
         device_map = target
     elif isinstance(device_map, str):

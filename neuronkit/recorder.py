@@ -13,15 +13,19 @@ event is appended and flushed as it happens.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
+import itertools
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .events import CompileEvent, CompileLog, default_header
 from .recorder_sources import TAP, say
+
+
+_IDS = itertools.count()  # names each recorder's ContextVar
 
 
 def default_rank() -> int:
@@ -49,9 +53,11 @@ class CompileRecorder:
     """Records every Dynamo compile while active; a context manager, or ``start()`` / ``stop()``.
 
     ``log_path``: JSONL file to mirror the log to (None: memory only). ``device`` / ``backend``:
-    stored in the header and on events (default: ``nk.detect()``; an event's backend is the one
-    the compile really used when torch names it). ``rank``: default $RANK, else the
-    torch.distributed rank, else 0. ``context``: the first label (see ``context()``).
+    stored in the header, and on events where torch does not say better (default: ``nk.detect()``;
+    an event's device is that of the compiled function's first input tensor, its backend the one
+    the compile really used, when torch's trace names them). ``rank``: default $RANK, else the
+    torch.distributed rank, else 0. ``context``: the label of events from threads
+    that set none (see ``context()``; labels are per thread / ``contextvars`` context).
     ``quiet``: hide torch's own recompile-limit warning (neuronkit warns instead); the recorder
     never turns on any torch logging itself.
     """
@@ -71,7 +77,9 @@ class CompileRecorder:
                                                     rank=self.rank),
                               path=Path(log_path) if log_path is not None else None)
         self.subscriber_errors: list[BaseException] = []
-        self._context = str(context)
+        self._default_context = str(context)
+        self._context = contextvars.ContextVar(f"neuronkit_context_{next(_IDS)}",
+                                               default=self._default_context)
         self._subscribers: list[Callable[[CompileEvent], Any]] = []
         self._started: float | None = None
         self._wall_s = 0.0
@@ -88,12 +96,9 @@ class CompileRecorder:
     def start(self) -> CompileRecorder:
         """Begin recording (again: a restarted recorder continues the same log)."""
         if self._started is None:
-            if "torch_neuronx" not in sys.modules:
-                with contextlib.suppress(Exception):
-                    import importlib.util
+            from .device import import_neuronx
 
-                    if importlib.util.find_spec("torch_neuronx") is not None:
-                        import torch_neuronx  # noqa: F401  (its metrics enrich the events)
+            import_neuronx()  # its dynamo metrics enrich the events
             TAP.add(self)
             self._started = time.perf_counter()
         return self
@@ -118,32 +123,35 @@ class CompileRecorder:
 
     def __repr__(self) -> str:
         state = "active" if self.active else "stopped"
-        return f"CompileRecorder({state}, {len(self.log)} events, context={self._context!r})"
+        return f"CompileRecorder({state}, {len(self.log)} events, context={self.current_context!r})"
 
     # -- context label ------------------------------------------------------------------
+    # Labels live in a ContextVar: each thread (and asyncio task) has its own, so concurrent
+    # ``with rec.context(...)`` blocks neither see nor restore each other's labels. A new thread
+    # starts with the ``context`` given to the constructor.
     @property
     def current_context(self) -> str:
-        """The label the next event will carry."""
-        return self._context
+        """The label the next event compiled in this thread / context will carry."""
+        return self._context.get()
 
     def set_context(self, label: Any) -> None:
-        """The label stored on the following events (a step number, a prompt, a cell)."""
-        self._context = str(label)
+        """The label stored on the following events of this thread (a step, a prompt, a cell)."""
+        self._context.set(str(label))
 
     @contextlib.contextmanager
     def context(self, label: Any) -> Iterator[CompileRecorder]:
         """``with rec.context("step 3"):`` labels the compiles inside, then restores the label."""
-        previous, self._context = self._context, str(label)
+        token = self._context.set(str(label))
         try:
             yield self
         finally:
-            self._context = previous
+            self._context.reset(token)
 
     def register_recompile_context(self) -> Callable[[], None]:
         """Also hand the current label to torch's own ``recompile_user_contexts`` metric."""
         import torch._dynamo
 
-        hook = lambda: self._context  # noqa: E731
+        hook = lambda: self._context.get()  # noqa: E731
         torch._dynamo.register_hook_for_recompile_user_context(hook)
 
         def unregister() -> None:
@@ -167,8 +175,9 @@ class CompileRecorder:
         return unsubscribe
 
     def _record(self, raw: dict[str, Any]) -> None:
-        event = CompileEvent(**copy.deepcopy(raw), device=self.device, rank=self.rank,
-                             context=self._context)
+        raw = copy.deepcopy(raw)
+        device = raw.pop("device", None) or self.device  # torch's word first, else the setting
+        event = CompileEvent(**raw, device=device, rank=self.rank, context=self._context.get())
         event.backend = event.backend or self.backend
         self.log.append(event)
         for fn in list(self._subscribers):

@@ -18,7 +18,6 @@ import contextlib
 import json
 import logging
 import re
-import sys
 import threading
 import time
 import warnings
@@ -34,6 +33,7 @@ _SIZE_MISMATCH = re.compile(r"tensor '(?P<name>.+?)' size mismatch at index (?P<
                             r"expected (?P<old>-?\d+), actual (?P<new>-?\d+)")
 _FUNC_INFO = re.compile(r"^'(?P<name>.*)' \((?P<location>.*)\)$")
 _SOURCE_ROOT = re.compile(r"^[LG]\['(?P<name>[^']*)'\]")
+_DEVICE = re.compile(r"type='(?P<type>\w+)'(?:, index=(?P<index>\d+))?")
 _KEPT_METRICS = ("guard_count", "graph_node_count", "graph_op_count", "graph_input_count",
                  "cache_size", "accumulated_cache_size", "backend_compile_time_s",
                  "inductor_compile_time_s", "fail_type", "fail_reason", "recompile_user_contexts")
@@ -44,6 +44,14 @@ _KEPT_METRICS = ("guard_count", "graph_node_count", "graph_op_count", "graph_inp
 def input_name(source: str) -> str:
     """Dynamo's source text -> the user-facing name: ``L['x']`` -> ``x`` (as guards print it)."""
     return _SOURCE_ROOT.sub(lambda m: m.group("name"), source, count=1)
+
+
+def parse_device(text: Any) -> str | None:
+    """torch's device text -> a device string: ``"device(type='cuda', index=1)"`` -> ``"cuda:1"``."""
+    match = _DEVICE.search(str(text or ""))
+    if match is None:
+        return None
+    return f"{match['type']}:{match['index']}" if match["index"] else match["type"]
 
 
 def parse_reasons(payload: Any) -> list[str]:
@@ -223,17 +231,18 @@ class _Tap(logging.Handler):
         if key not in self.pending and len(self.pending) > 64:  # never finished: drop the oldest
             self.pending.pop(next(iter(self.pending)))
         parts = self.pending.setdefault(key, {"reasons": [], "tensors": {}, "inputs": {},
-                                              "backend": None})
+                                              "backend": None, "device": None})
         if "describe_tensor" in md:
             t = md["describe_tensor"]
             size = None if t.get("is_parameter") else t.get("size")
-            parts["tensors"][(t.get("describer_id"), t.get("id"))] = size
+            parts["tensors"][(t.get("describer_id"), t.get("id"))] = (size, t.get("device"))
         elif "describe_source" in md:
             s = md["describe_source"]
-            size = parts["tensors"].get((s.get("describer_id"), s.get("id")))
+            size, device = parts["tensors"].get((s.get("describer_id"), s.get("id")), (None, None))
             source = str(s.get("source", ""))
             if size is not None and "._parameters[" not in source and "._buffers[" not in source:
                 parts["inputs"][input_name(source)] = list(size)
+                parts["device"] = parts["device"] or parse_device(device)  # where it really ran
         elif "artifact" in md:
             if md["artifact"].get("name") == "recompile_reasons":
                 parts["reasons"] = parse_reasons(payload)
@@ -251,7 +260,8 @@ class _Tap(logging.Handler):
 
     def _finish(self, key: tuple, m: dict[str, Any]) -> None:
         """The compile's last record: assemble its event and hand it to every recorder."""
-        parts = self.pending.pop(key, None) or {"reasons": [], "inputs": {}, "backend": None}
+        parts = self.pending.pop(key, None) or {"reasons": [], "inputs": {}, "backend": None,
+                                                "device": None}
         note = self.limit_notes.pop(threading.get_ident(), None)
         function, location = m.get("co_name") or "", ""
         if function:  # a limit hit's record names no function: take it from torch's warning
@@ -261,7 +271,8 @@ class _Tap(logging.Handler):
             function, location = note["function"], note["location"]
         else:
             function, location = self.frames.get(key[0], ("?", ""))
-        state = self.functions.setdefault((function, location), {"shapes": None, "graphs": 0})
+        state = self.functions.setdefault((function, location),
+                                          {"shapes": None, "graphs": 0, "device": None})
         cached = m.get("accumulated_cache_size")  # graphs Dynamo holds for this code already
         fail_type = str(m.get("fail_type") or "")
         if (note or "RecompileLimit" in fail_type
@@ -288,6 +299,8 @@ class _Tap(logging.Handler):
         if kind in ("first", "recompile"):
             state["graphs"] = cached + 1 if isinstance(cached, int) else state["graphs"] + 1
             state["shapes"] = shapes
+        device = parts["device"] or state.get("device")  # a refused call traces no tensors
+        state["device"] = device
         metrics: dict[str, Any] = {"dynamo": {k: m[k] for k in _KEPT_METRICS
                                               if m.get(k) not in (None, [], "")}}
         if kind == "limit_hit":
@@ -302,7 +315,7 @@ class _Tap(logging.Handler):
         if neuron:
             metrics["neuron"] = neuron
         raw = dict(compile_id=str(m.get("compile_id") or f"{key[0]}/{key[1]}"), function=function,
-                   location=location, backend=parts["backend"] or "",
+                   location=location, backend=parts["backend"] or "", device=device,
                    started_at=float(m.get("start_time") or time.time()),
                    duration_s=float(m.get("entire_frame_compile_time_s") or 0.0),
                    input_shapes=shapes, changed=changed, reasons=reasons, kind=kind,
@@ -316,13 +329,12 @@ class _Tap(logging.Handler):
             _warn_limit(raw)
 
     def _neuron_metrics(self) -> list[Any]:
-        """New per-graph entries of ``torch_neuronx.get_dynamo_metrics()`` since the last event."""
-        module = sys.modules.get("torch_neuronx")
-        getter = getattr(module, "get_dynamo_metrics", None)
-        if getter is None:
-            return []
-        entries = getter()
-        entries = list(entries.values()) if isinstance(entries, dict) else list(entries or [])
+        """New per-graph entries of torch-neuronx's dynamo metrics (``device.py``) since the last
+        event."""
+        from .device import import_neuronx, neuron_dynamo_metrics
+
+        entries = neuron_dynamo_metrics()
+        module = import_neuronx() if entries else None  # already imported when it has entries
         owner, seen = self.neuron_seen
         if owner != id(module) or len(entries) < seen:  # another module, or it reset its table
             seen = 0

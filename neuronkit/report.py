@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Sequence
 
-from .advice import Advice, clean_name, diagnose, short_reason
-from .events import CompileEvent, CompileLog, function_labels, short_label
+from .advice import Advice, diagnose, short_reason
+from .events import CompileEvent, CompileLog, as_events, function_labels, input_name, short_label
 
 LIMIT_FLAG = "!!"
 
@@ -21,10 +21,7 @@ def _as_log(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str]) -
         return log
     if isinstance(log, (str, os.PathLike)):
         return CompileLog.load(log)
-    if isinstance(log, (list, tuple)) and all(isinstance(e, CompileEvent) for e in log):
-        return CompileLog(log)
-    raise TypeError(f"expected a CompileLog, a list of CompileEvent or a log file path, got "
-                    f"{type(log).__name__}")
+    return CompileLog(as_events(log))
 
 
 def _cut(text: Any, width: int) -> str:
@@ -60,7 +57,7 @@ def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = 
         kind = f"{e.kind} {LIMIT_FLAG}" if e.kind == "limit_hit" else e.kind
         function = short_label(labels[e.function, e.location], 24)
         rows.append([str(e.seq), f"{e.started_at - t0:.2f}", function, kind,
-                     _cut(clean_name(e.changed), 44) or "-",
+                     _cut(input_name(e.changed), 44) or "-",
                      short_reason(e.reasons[0], 36) if e.reasons else "-",
                      f"{e.duration_s:.3f}", _cut(e.context, 40) or "-", str(e.rank)])
     text = table(["#", "t+s", "function", "kind", "changed", "first reason", "compile s",

@@ -22,6 +22,8 @@ import torch
 from transformers import TrainerCallback, TrainingArguments
 
 from .device import detect
+from .events import GRAPH_KINDS, CompileLog
+from .models import pad_token_id
 from .recorder import default_rank
 from .shapes import Buckets
 
@@ -194,13 +196,7 @@ class FixedLengthCollator:
             raise ValueError(f"max_length must be a positive int, got {max_length!r}")
         self.max_length = max_length
         self.truncation = bool(truncation)
-        pad = getattr(tokenizer, "pad_token_id", None)
-        if pad is None:
-            pad = getattr(tokenizer, "eos_token_id", None)
-        if pad is None:
-            raise ValueError("the tokenizer has neither a pad_token nor an eos_token: set "
-                             "tokenizer.pad_token = ... before building the collator")
-        self.pad_token_id = int(pad)
+        self.pad_token_id = pad_token_id(tokenizer)
 
     @property
     def limit(self) -> int:
@@ -273,7 +269,9 @@ class CompileEventsCallback(TrainerCallback):
     ``warn_after_step`` (a changing shape: the partial last batch, dynamic padding, evaluation).
 
     Pass a started :class:`neuronkit.CompileRecorder` to share it, or none and one is made (and
-    started and stopped with training), writing to ``log_path`` when given.
+    started and stopped with training), writing to ``log_path`` when given. If ``train()``
+    raises, ``on_train_end`` never runs: call :meth:`close` (the next ``train()`` also stops
+    it), or pass the recorder of a ``with nk.CompileRecorder() as rec:`` block for full control.
     """
 
     def __init__(self, recorder: Any = None, *, log_path: str | os.PathLike[str] | None = None,
@@ -293,7 +291,7 @@ class CompileEventsCallback(TrainerCallback):
     # the numbers added to each log line
     @property
     def graphs(self) -> int:
-        return sum(1 for e in self.events if e.kind in ("first", "recompile"))
+        return sum(1 for e in self.events if e.kind in GRAPH_KINDS)
 
     @property
     def compile_s(self) -> float:
@@ -303,6 +301,7 @@ class CompileEventsCallback(TrainerCallback):
                        **kwargs):
         from .recorder import CompileRecorder
 
+        self.close()                  # a previous train() that raised left its recorder running
         if self.recorder is None:
             self.recorder = CompileRecorder(log_path=self.log_path, rank=default_rank(),
                                             backend=args.torch_compile_backend,
@@ -333,24 +332,21 @@ class CompileEventsCallback(TrainerCallback):
             state.log_history[-1].update(numbers)
 
     def on_train_end(self, args, state, control, **kwargs):
+        self.close()
+        if not self.quiet and state.is_world_process_zero:
+            print(self.summary())
+
+    def close(self) -> None:
+        """Stop listening, and stop the recorder if this callback started it (safe to repeat)."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
         if self._owns and self.recorder is not None:
             self.recorder.stop()
-            self._owns = False
-        if not self.quiet and state.is_world_process_zero:
-            print(self.summary())
+        self._owns = False
 
     def summary(self) -> str:
-        from .events import function_labels
-
-        labels = function_labels(self.events)  # "forward (file.py:12)" where names repeat
-        per_fn: dict[str, int] = {}
-        for e in self.events:
-            if e.kind in ("first", "recompile"):
-                key = labels[e.function, e.location]
-                per_fn[key] = per_fn.get(key, 0) + 1
+        per_fn = CompileLog(self.events).graph_counts()  # "forward (file.py:12)" where names repeat
         detail = ", ".join(f"{fn} {n}" for fn, n in per_fn.items()) or "none"
         return (f"neuronkit: {self.graphs} graph(s) compiled during training ({detail}), "
                 f"{self.compile_s:.2f} s compiling" +

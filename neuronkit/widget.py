@@ -22,7 +22,7 @@ from traitlets import link
 
 from .advice import short_reason
 from .dashboard_state import DTYPES, PADDINGS, SWEEP_ORDERS, DashboardState, chart_png
-from .events import CompileLog
+from .events import CompileLog, function_labels
 
 TABLE_ROWS = 200          # newest events shown in the table; the log keeps them all
 CHART_EVERY_S = 0.5       # redraw the chart at most this often while events stream in
@@ -80,6 +80,7 @@ def events_table_html(log: CompileLog, limit: int = TABLE_ROWS) -> str:
         return ('<div class="nk-muted">No compile events yet. Press Generate: the first call '
                 'compiles the decode graph, and every new shape compiles another.</div>')
     t0 = min(e.started_at for e in events)
+    labels = function_labels(events)  # the same names as the chart, counts and advice
     shown = events[-limit:][::-1]
     head = "".join(f"<th>{h}</th>" for h in
                    ("#", "time", "function", "changed", "reason", "seconds", "kind", "context"))
@@ -90,7 +91,7 @@ def events_table_html(log: CompileLog, limit: int = TABLE_ROWS) -> str:
         short = short_reason(reason, width=90)
         cells = (f'<td class="nk-nowrap">{e.seq}</td>'
                  f'<td class="nk-nowrap">+{e.started_at - t0:.1f} s</td>'
-                 f'<td class="nk-nowrap">{_esc(e.function)}</td>'
+                 f'<td class="nk-nowrap">{_esc(labels[e.function, e.location])}</td>'
                  f"<td>{_esc(e.changed or '—')}</td>"
                  f'<td title="{_esc(chr(10).join(e.reasons))}">{_esc(short)}{more}</td>'
                  f'<td class="nk-nowrap">{e.duration_s:.2f}</td>'
@@ -281,12 +282,20 @@ class RecompileDashboard(w.VBox):
         s.observe(self._show_model, ["placement", "placement_ok", "device_note"])
         s.observe(self._show_text, ["generated_text", "run_summary"])
         s.observe(self._show_advice, "advice")
+        s.observe(self._show_backends, "backend_options")
         self._show_status()
         self._sync_controls()
         self._show_model()
         self._show_text()
         self._show_advice()
         self.redraw()
+
+    def _show_backends(self, change: Any = None) -> None:
+        """The backend choices follow the selected device (the state keeps its backend)."""
+        with self.backend.hold_trait_notifications():
+            self.backend.options = list(self.state.backend_options)
+        if self.state.backend in self.backend.options:
+            self.backend.value = self.state.backend
 
     @classmethod
     def from_log(cls, path: str | os.PathLike[str]) -> "RecompileDashboard":

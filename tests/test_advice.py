@@ -41,7 +41,8 @@ def length_log() -> CompileLog:
 
 
 def test_varying_length_names_dimension_values_and_plan_buckets():
-    from neuronkit.shapes import plan_buckets
+    from neuronkit.advice_shapes import CALLS_PER_LENGTH, MAX_SUGGESTED_BUCKETS
+    from neuronkit.shapes import DEFAULT_TOKEN_COST_S, plan_buckets
 
     advices = diagnose(length_log())
     a = find(advices, "input_ids dim 1")
@@ -50,29 +51,27 @@ def test_varying_length_names_dimension_values_and_plan_buckets():
     assert "attention_mask dim 1" in a.title  # changed together: one finding, not two
     assert a.numbers["values"] == sorted(LENGTHS)
     assert (a.numbers["min"], a.numbers["max"], a.numbers["graphs"]) == (12, 240, 7)
-    expected = list(plan_buckets(sorted(LENGTHS)).boundaries)
-    assert a.numbers["buckets"] == expected and a.numbers["bucket_source"] == "plan_buckets"
+    expected = list(plan_buckets(sorted(LENGTHS), max_buckets=MAX_SUGGESTED_BUCKETS,
+                                 token_cost_s=DEFAULT_TOKEN_COST_S * CALLS_PER_LENGTH).boundaries)
+    assert a.numbers["buckets"] == expected
     assert str(expected) in a.fix and "max_length" in a.fix and "buckets" in a.fix
     assert not any("batch" in x.title for x in advices)
 
 
-def test_bucket_fallback_when_plan_buckets_fails(monkeypatch):
-    import neuronkit.shapes
-
-    def refuse(*args, **kwargs):
-        raise ValueError("no plan")
-
-    monkeypatch.setattr(neuronkit.shapes, "plan_buckets", refuse)
-    a = find(diagnose(length_log()), "input_ids dim 1")
-    assert a.numbers["buckets"] == [16, 32, 64, 128, 256]  # 12->16, 17->32, 33..64->64, ...
-    assert "powers of two" in a.detail and "no plan" in a.detail
+def test_bucket_suggestion_weighs_repeated_traffic_not_one_call_per_length():
+    # lengths 12..240 padded to 240 waste thousands of tokens on every call: worth a few graphs
+    buckets = find(diagnose(length_log()), "input_ids dim 1").numbers["buckets"]
+    assert 1 < len(buckets) <= 4 and buckets[-1] == 240
+    assert buckets == sorted(buckets)
 
 
-def test_bucket_fallback_when_shapes_module_is_missing(monkeypatch):
-    monkeypatch.setitem(sys.modules, "neuronkit.shapes", None)  # import raises ImportError
-    a = find(diagnose(length_log()), "input_ids dim 1")
-    assert a.numbers["buckets"] == [16, 32, 64, 128, 256]
-    assert a.numbers["bucket_source"].startswith("powers of two")
+def test_bucket_suggestion_weighs_lengths_by_how_often_they_were_seen():
+    # 30 is seen in many events (limit hits included), 200 once: 30 earns a bucket of its own
+    shapes = [{"input_ids": [1, n]} for n in (30, 200, 190)] + [{"input_ids": [1, 30]}] * 40
+    events = graphs("forward", shapes)
+    a = find(diagnose(events), "input_ids dim 1")
+    assert 30 in a.numbers["buckets"] and a.numbers["buckets"][-1] == 200
+    assert "recur" in a.detail and "unavailable" not in a.detail
 
 
 def test_last_partial_batch_suggests_drop_last():

@@ -56,6 +56,16 @@ def test_neff_without_done_marker_counts_as_ok(tmp_path):
     assert nk.inspect_cache(tmp_path).counts["failed"] == 1
 
 
+def test_nested_files_with_the_same_name_all_count(tmp_path):
+    entry = write_cache_entry(tmp_path, "ok", size=1000)        # model.neff 1000, log 20
+    for sub, nbytes in (("a", 300), ("b", 70)):                 # two more model.log, nested
+        (entry / sub).mkdir()
+        (entry / sub / "model.log").write_bytes(b"x" * nbytes)
+    (entry / "b" / "model.neff").write_bytes(b"")              # an empty nested neff too
+    [found] = nk.inspect_cache(tmp_path).entries
+    assert found.size == 1000 + 20 + 300 + 70 and found.state == "ok"
+
+
 def test_lock_wins_over_other_files(tmp_path):
     entry = write_cache_entry(tmp_path, "ok")
     (entry / "model.neff.lock").touch()

@@ -170,3 +170,11 @@ def test_charts_do_not_use_pyplot():
             "charts.png_bytes(charts.timeline(CompileLog())); print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_figsize_sizes_new_figures_only():
+    fig = charts.timeline(make_log(), figsize=(9.0, 3.2))
+    assert tuple(fig.get_size_inches()) == (9.0, 3.2)
+    fig = charts.graph_growth(make_log(), figsize=(5.0, 2.0))
+    assert tuple(fig.get_size_inches()) == (5.0, 2.0)
+    assert tuple(charts.timeline(make_log()).get_size_inches()) == (8.0, 3.6)

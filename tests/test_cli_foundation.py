@@ -76,3 +76,54 @@ def test_python_dash_m_neuronkit_doctor(no_default_cache):
     if not torch.cuda.is_available():
         assert "No Neuron device was found" in proc.stdout
     assert proc.stderr == ""
+
+
+# ---- demo: the side-by-side table --------------------------------------------------------------
+
+@pytest.fixture
+def quick_demo(monkeypatch, tmp_path, tiny_model_path):
+    """The demo with loading and generating replaced: naive builds 2 graphs, bucketed 1, each
+    taking 1 s, and each run takes 5 s of wall time."""
+    from types import SimpleNamespace
+
+    import neuronkit.generation
+    import neuronkit.models
+    from neuronkit.events import CompileEvent
+
+    def fake_generate(model, tok, prompts, *, buckets, recorder, **kw):
+        for i in range(2 if buckets is None else 1):
+            recorder.log.append(CompileEvent(function="forward", kind="first" if i == 0
+                                             else "recompile", duration_s=1.0))
+        return SimpleNamespace(wall_s=5.0, texts=["a reply"])
+
+    monkeypatch.setattr(neuronkit.models, "load_model", lambda *a, **k: object())
+    monkeypatch.setattr(neuronkit.generation, "generate", fake_generate)
+    return ["demo", "--requests", "3", "--model", str(tiny_model_path),
+            "--log-dir", str(tmp_path / "logs")]
+
+
+def _side_by_side(out: str) -> str:
+    return out.split("=== side by side ===", 1)[1]
+
+
+def test_demo_off_neuron_projects_the_neuron_compile_cost(no_neuron, quick_demo, capsys):
+    from neuronkit.demo import NEURON_COMPILE_COST_S
+
+    assert main(quick_demo) == 0
+    table = _side_by_side(capsys.readouterr().out)
+    assert "projected on Neuron s" in table and "it was not run on Neuron" in table
+    naive = next(ln for ln in table.splitlines() if ln.startswith("naive"))
+    # execution (5 s wall - 2 s compiling) + 2 graphs at the assumed Neuron compile cost
+    assert naive.split()[-1] == f"{5.0 - 2.0 + 2 * NEURON_COMPILE_COST_S:.0f}"
+
+
+def test_demo_on_neuron_reports_measured_times_without_a_projection(fake_neuron, quick_demo,
+                                                                     capsys):
+    assert main(quick_demo) == 0
+    out = capsys.readouterr().out
+    assert "device: neuron" in out
+    table = _side_by_side(out)
+    assert "projected" not in table and "not run on Neuron" not in table
+    assert "measured on Neuron" in table
+    naive = next(ln for ln in table.splitlines() if ln.startswith("naive"))
+    assert naive.split() == ["naive", "2", "2.00", "5.00"]

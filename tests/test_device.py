@@ -130,3 +130,61 @@ def test_detected_backend_really_compiles(no_neuron, compiler_reset):
     fn = torch.compile(lambda x: torch.sin(x) * 2, backend=backend)
     x = torch.arange(4.0)
     assert torch.equal(fn(x), torch.sin(x) * 2)
+
+
+def test_package_version_reads_installed_metadata():
+    from importlib import metadata
+
+    from neuronkit.device import package_version
+
+    assert package_version("torch") == metadata.version("torch")
+    assert package_version("no-such-distribution-neuronkit") is None
+
+
+def test_import_neuronx_returns_the_module_or_none(fake_neuron, monkeypatch):
+    import sys
+
+    from neuronkit.device import import_neuronx
+
+    assert import_neuronx() is sys.modules["torch_neuronx"]
+    monkeypatch.delitem(sys.modules, "torch_neuronx")
+    assert import_neuronx() is None  # not installed here
+
+
+def test_import_neuronx_warns_on_a_broken_install(no_neuron, monkeypatch):
+    import importlib
+
+    from neuronkit import device
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(importlib, "import_module",
+                        lambda name: (_ for _ in ()).throw(ImportError("libnrt.so missing")))
+    with pytest.warns(UserWarning, match="failed to import: libnrt.so missing"):
+        assert device.import_neuronx() is None
+
+
+def test_neuron_dynamo_metrics(fake_neuron, monkeypatch):
+    import sys
+
+    from neuronkit.device import neuron_dynamo_metrics
+
+    assert neuron_dynamo_metrics() == []
+    fake_neuron.metrics = [{"graph": 1}, {"graph": 2}]
+    assert neuron_dynamo_metrics() == [{"graph": 1}, {"graph": 2}]
+    monkeypatch.setattr(sys.modules["torch_neuronx"], "get_dynamo_metrics",
+                        lambda: {"g1": {"graph": 1}})  # a table keyed by graph
+    assert neuron_dynamo_metrics() == [{"graph": 1}]
+    monkeypatch.delitem(sys.modules, "torch_neuronx")
+    assert neuron_dynamo_metrics() == []
+
+
+def test_only_device_py_touches_torch_neuronx():
+    import pathlib
+    import re
+
+    touch = re.compile(r"import\s+torch_neuronx|from\s+torch_neuronx|[(\[]\s*[\"']torch_neuronx[\"']")
+    package = pathlib.Path(nk.__file__).parent
+    offenders = [p.name for p in package.rglob("*.py")
+                 if p.name != "device.py" and touch.search(p.read_text())]
+    assert offenders == []
+    assert touch.search((package / "device.py").read_text())  # the pattern can match

@@ -106,6 +106,7 @@ SCRIPT = textwrap.dedent("""
     if mode == "fail" and rank == 1:
         raise SystemExit("rank 1 could not find its data shard")
     if mode == "hang":
+        print(f"pids {os.getpid()} {os.getppid()}", flush=True)  # this rank, torchrun's agent
         time.sleep(120)
     log = CompileLog(path=rank_log_path(os.path.join(os.environ["NEURONKIT_LOG_DIR"], "c.jsonl")))
     log.append(CompileEvent(function="forward", rank=rank, started_at=time.time()))
@@ -152,6 +153,37 @@ def test_launch_kills_the_run_at_the_time_bound(tmp_path, script):
         launch(script, 2, ["hang"], timeout_s=6, on_line=None)
     assert time.time() - start < 30
     assert err.value.result.returncode != 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"   # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_launch_kills_torchrun_when_on_line_raises(script):
+    pids: list[int] = []
+
+    def on_line(line):
+        if line.startswith("pids "):
+            pids.extend(int(p) for p in line.split()[1:])
+            raise RuntimeError("the notebook cell was interrupted")
+
+    start = time.time()
+    with pytest.raises(RuntimeError, match="cell was interrupted"):
+        launch(script, 1, ["hang"], timeout_s=120, on_line=on_line)
+    assert len(pids) == 2
+    while any(_alive(p) for p in pids) and time.time() - start < 30:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids), "torchrun or its rank survived"
+    assert time.time() - start < 30
 
 
 def test_launch_bad_arguments(tmp_path):

@@ -112,3 +112,11 @@ def test_bad_cpu_backend_is_a_warning_not_a_crash(monkeypatch, clean_env, no_neu
 def test_cpu_backend_from_env_is_credited(monkeypatch, clean_env, no_neuron):
     monkeypatch.setenv("NEURONKIT_CPU_BACKEND", "aot_eager")
     assert _row(doctor_report(), "compile backend") == "aot_eager (from $NEURONKIT_CPU_BACKEND)"
+
+
+def test_versions_of_other_packages_come_from_their_metadata(no_neuron, clean_env):
+    import accelerate
+
+    text = doctor_report()
+    assert _row(text, "accelerate") == accelerate.__version__
+    assert _row(text, "neuronx-cc") == "not installed"

@@ -214,3 +214,26 @@ def test_merge_orders_ranks_by_time(tmp_path):
 def test_unknown_fields_are_ignored_on_load():
     e = CompileEvent.from_dict({"seq": 4, "function": "f", "from_the_future": 1})
     assert e.seq == 4 and e.function == "f"
+
+
+def test_shared_view_helpers():
+    from neuronkit.events import GRAPH_KINDS, SIZE_MISMATCH, as_events, input_name
+
+    events = [CompileEvent(kind=k) for k in ("first", "recompile", "limit_hit", "failed")]
+    assert as_events(CompileLog(events)) == events and as_events(tuple(events)) == events
+    with pytest.raises(TypeError, match="CompileLog"):
+        as_events("log.jsonl")
+    assert [e.kind for e in events if e.kind in GRAPH_KINDS] == ["first", "recompile"]
+    assert CompileLog(events).graph_counts() == {"": 2}
+    m = SIZE_MISMATCH.search("0/0: tensor 'L['x']' size mismatch at index 1. expected 3, actual 5")
+    assert (input_name(m["name"]), m["dim"], m["expected"], m["actual"]) == ("x", "1", "3", "5")
+    assert input_name("kwargs['cache'].layers[0].keys") == "cache.layers[0].keys"
+
+
+def test_header_versions_come_from_device_package_version(monkeypatch):
+    import neuronkit.device as device
+    from neuronkit.events import default_header
+
+    monkeypatch.setattr(device, "package_version", lambda dist: f"v-{dist}")
+    head = default_header()
+    assert head["torch"] == "v-torch" and head["torch_neuronx"] == "v-torch-neuronx"

@@ -166,6 +166,45 @@ def test_tokenizer_without_pad_token_uses_eos_and_says_so(model, tok, tiny_model
     assert [x.tolist() for x in res.output_ids] == [x.tolist() for x in with_pad.output_ids]
 
 
+def test_pad_token_id_keyword_is_used_instead_of_the_tokenizers(model, tok, tiny_model_path):
+    prompts = make_prompts(tok, 3, seed=5)
+    with_pad = nk.generate(model, tok, prompts, max_new_tokens=3, buckets=[64], compile=False)
+    no_pad = nk.load_tokenizer(tiny_model_path)
+    no_pad.pad_token = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # given a pad id, there is nothing to warn about
+        res = nk.generate(model, no_pad, prompts, max_new_tokens=3, buckets=[64], compile=False,
+                          pad_token_id=tok.pad_token_id)
+    assert [x.tolist() for x in res.output_ids] == [x.tolist() for x in with_pad.output_ids]
+
+
+def test_first_token_clock_waits_for_a_lazy_device():
+    from neuronkit.generation import _FirstTokenClock
+
+    order = []
+
+    class LazyValue:
+        def __float__(self):
+            order.append("read")
+            return 0.0
+
+    class Scores:                               # logits on a device that computes lazily
+        device = torch.device("meta")
+
+        def __getitem__(self, index):
+            return LazyValue()
+
+    clock = _FirstTokenClock()
+    scores = Scores()
+    assert clock(None, scores) is scores
+    assert order == ["read"] and clock.at is not None
+    clock(None, scores)                         # only the first token is timed
+    assert order == ["read"]
+    cpu = _FirstTokenClock()
+    cpu(None, torch.zeros(1, 4))
+    assert cpu.at is not None
+
+
 # ---- bad input -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("prompts, err, text", [
@@ -263,6 +302,14 @@ def test_pipeline_passes_neuron_explicitly(fake_neuron, pipeline_calls):
     with pytest.warns(UserWarning, match="device_map='auto'"):
         nk.pipeline("text-generation", "org/model", device_map="auto")
     assert pipeline_calls[-1][1]["device"] == "neuron" and "device_map" not in pipeline_calls[-1][1]
+
+
+def test_pipeline_rejects_a_device_map_dict_by_name(pipeline_calls):
+    with pytest.raises(TypeError, match=r"device_map must be one device.*got dict"):
+        nk.pipeline("text-generation", "org/model", device_map={"": "cpu"})
+    assert pipeline_calls == []
+    nk.pipeline("text-generation", "org/model", device_map=torch.device("cpu"))
+    assert pipeline_calls[-1][1]["device"] == "cpu"
 
 
 def test_pipeline_keeps_a_loaded_models_device(model, pipeline_calls):

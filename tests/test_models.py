@@ -229,6 +229,14 @@ def test_device_map_auto_without_neuron_explains(no_neuron, spy_from_pretrained)
     assert nk.check_placement(model, "cpu").ok
 
 
+def test_device_map_auto_without_neuron_warns_once(no_neuron, spy_from_pretrained):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        nk.load_model(device_map="auto")        # device=None: no DeviceFallbackWarning on top
+    assert [w.category for w in seen] == [DeviceMapWarning], [str(w.message) for w in seen]
+    assert spy_from_pretrained[0]["device_map"] == nk.detect().device
+
+
 def test_device_map_auto_with_neuron_warns_with_the_fix(fake_neuron, spy_from_pretrained):
     with pytest.warns(DeviceMapWarning, match="device_map='neuron'"), \
             pytest.warns(PlacementWarning, match="not on neuron"):  # the spy returns a CPU model
@@ -310,3 +318,21 @@ def test_load_model_warns_on_stragglers(monkeypatch, cpu_model):
 def test_check_placement_bad_device(cpu_model):
     with pytest.raises(ValueError, match="not a device"):
         nk.check_placement(cpu_model, "cpu:x")
+
+
+# --------------------------------------------------------------------------- pad_token_id
+
+def test_pad_token_id_falls_back_to_eos_and_says_so_only_when_asked(tiny_model_path):
+    from neuronkit.models import PadTokenWarning, pad_token_id
+
+    tok = nk.load_tokenizer(tiny_model_path)
+    assert pad_token_id(tok) == tok.pad_token_id != tok.eos_token_id
+    tok.pad_token = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert pad_token_id(tok) == tok.eos_token_id
+    with pytest.warns(PadTokenWarning, match=r"no pad token.*eos token"):
+        assert pad_token_id(tok, warn=True) == tok.eos_token_id
+    tok.eos_token = None
+    with pytest.raises(ValueError, match="neither a pad nor an eos token"):
+        pad_token_id(tok)

@@ -272,6 +272,45 @@ def test_context_labels(net):
                                                "setup", "step 2"]
 
 
+def test_context_labels_are_per_thread(compiler_reset):
+    def f(x):
+        return x.sin() * 2
+
+    def g(x):
+        return x.cos() + 1
+
+    fns = {"f": torch.compile(f, backend="eager", dynamic=False),
+           "g": torch.compile(g, backend="eager", dynamic=False)}
+    inside = threading.Barrier(2)  # both labels are set before either thread compiles
+    errors: list[BaseException] = []
+
+    def work(rec: nk.CompileRecorder, name: str) -> None:
+        try:
+            with rec.context(f"thread {name}"):
+                inside.wait(30)
+                for n in (2, 3, 4):
+                    fns[name](torch.randn(n))
+                inside.wait(30)  # neither leaves (restoring a label) before both are done
+            assert rec.current_context == "main"
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    with nk.CompileRecorder(context="main") as rec:
+        rec.set_context("main thread only")
+        threads = [threading.Thread(target=work, args=(rec, name)) for name in fns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert rec.current_context == "main thread only"
+        fns["f"](torch.randn(9))
+    assert not errors
+    for name in fns:
+        mine = [e for e in rec.events if e.function == name and e.input_shapes["x"] != [9]]
+        assert len(mine) == 3 and {e.context for e in mine} == {f"thread {name}"}
+    assert rec.events[-1].context == "main thread only"
+
+
 def test_torch_recompile_user_context_hook(net):
     with nk.CompileRecorder() as rec:
         unregister = rec.register_recompile_context()
@@ -408,6 +447,30 @@ def test_rank_comes_from_the_argument_then_the_environment(monkeypatch):
     assert nk.CompileRecorder(rank=1).rank == 1
     with pytest.raises(ValueError, match="rank"):
         nk.CompileRecorder(rank=-1)
+
+
+def test_event_device_is_where_the_compile_ran_not_the_setting(net):
+    with torch._dynamo.config.patch(recompile_limit=1), \
+            nk.CompileRecorder(device="neuron", backend="neuron") as rec:
+        run(net, 3)
+        with pytest.warns(RuntimeWarning, match="EAGER"):
+            run(net, 5)  # refused: torch traces no tensors, the function's last device is kept
+    assert rec.log.header["device"] == "neuron"  # the setting stays in the header
+    assert [(e.kind, e.device) for e in rec.events] == [("first", "cpu"), ("limit_hit", "cpu")]
+
+
+def test_event_device_falls_back_to_the_recorder_without_input_tensors(compiler_reset):
+    fn = torch.compile(lambda n: torch.ones(n) * 2, backend="eager", dynamic=False)
+    with nk.CompileRecorder(device="neuron", backend="eager") as rec:
+        fn(3)
+    assert [e.device for e in rec.events] == ["neuron"]
+
+
+def test_parse_device():
+    assert sources.parse_device("device(type='cpu')") == "cpu"
+    assert sources.parse_device("device(type='cuda', index=1)") == "cuda:1"
+    assert sources.parse_device("device(type='neuron', index=0)") == "neuron:0"
+    assert sources.parse_device(None) is None and sources.parse_device("cpu?") is None
 
 
 def test_neuron_metrics_enrich_events(fake_neuron, compiler_reset):

@@ -10,7 +10,7 @@ import torch
 from transformers import DataCollatorForLanguageModeling, Trainer
 
 import neuronkit as nk
-from neuronkit.events import CompileEvent
+from neuronkit.events import GRAPH_KINDS, CompileEvent
 from neuronkit.training import (DYNAMIC_ENV, CompileEventsCallback, FixedLengthCollator,
                                 RecompileWarning, StaticShapeWarning, check_static_shapes,
                                 compiles_dynamic, fixed_shape_args, late_compile_message)
@@ -164,6 +164,36 @@ def test_collator_bad_arguments(tok):
         FixedLengthCollator(tok, max_length=8)([{"label": 1}])
 
 
+# ---- the callback's own recorder when train() raises ------------------------------------------
+
+def test_callback_recorder_is_stopped_after_a_train_that_raised(tmp_path, compiler_reset):
+    from transformers import TrainerControl, TrainerState
+
+    args = fixed_shape_args(str(tmp_path / "out"), quiet=True)
+    state, control = TrainerState(), TrainerControl()
+    callback = CompileEventsCallback(quiet=True)
+    callback.on_train_begin(args, state, control)
+    rec = callback.recorder
+    assert rec.active
+    # train() raised here: Trainer never calls on_train_end; the next train() starts over
+    callback.on_train_begin(args, state, control)
+    assert callback.recorder is rec and rec.active
+
+    @torch.compile(backend="eager", dynamic=False)
+    def double(x):
+        return x * 2
+
+    double(torch.ones(3))
+    assert len(callback.events) == 1                  # listened to once, not once per train()
+    assert callback.summary().startswith("neuronkit: 1 graph(s) compiled during training "
+                                         "(double 1)")
+    callback.close()                                  # what to call after a train() that raised
+    assert not rec.active
+    callback.close()                                  # safe to repeat
+    double(torch.ones(4))
+    assert len(callback.events) == 1                  # no longer listening
+
+
 # ---- the late-compile warning, from events ---------------------------------------------------
 
 @pytest.mark.parametrize("changed, reasons, hint", [
@@ -197,7 +227,7 @@ def train(tmp_path, tiny_model_path, data, collator, callback, **kw):
 
 def graphs(callback) -> int:
     assert {e.function for e in callback.events} <= {"forward"}   # eager: forward graphs only
-    return sum(1 for e in callback.events if e.kind in ("first", "recompile"))
+    return sum(1 for e in callback.events if e.kind in GRAPH_KINDS)
 
 
 @pytest.mark.slow

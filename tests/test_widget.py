@@ -353,3 +353,49 @@ def test_on_neuron_the_dashboard_offers_neuron_first(fake_neuron):
     assert "2 Neuron device(s)" in s.device_note
     assert list(dash.device.options) == ["neuron", "cpu"] and dash.backend.value == "neuron"
     dash.close()
+
+
+# --------------------------------------------------------------------------- review fixes
+
+def test_export_keeps_the_wall_time_for_the_compile_share(tmp_path):
+    log = CompileLog.load(make_log(tmp_path))
+    log.wall_time_s = 500.0
+    state = DashboardState(log=log)
+    written = state.export_log(tmp_path / "again")
+    assert CompileLog.load(written).wall_time_s == 500.0
+
+
+def test_events_table_names_functions_like_the_chart_and_counts():
+    events = [CompileEvent(seq=0, function="forward", location="a/layers.py:10"),
+              CompileEvent(seq=1, function="forward", location="b/model.py:20", kind="recompile")]
+    html = events_table_html(CompileLog(events))
+    assert "forward (layers.py:10)" in html and "forward (model.py:20)" in html
+
+
+def test_backend_choices_follow_the_selected_device(fake_neuron):
+    """On a Neuron host, choosing cpu offers the CPU backends (not 'neuron'), and back."""
+    dash = RecompileDashboard()
+    s = dash.state
+    assert s.backend == "neuron"
+    dash.device.value = "cpu"                       # the user picks cpu in the dropdown
+    assert "neuron" not in s.backend_options and "eager" in s.backend_options
+    assert s.backend == "eager" and dash.backend.value == "eager"
+    assert list(dash.backend.options) == s.backend_options
+    dash.device.value = "neuron"
+    assert s.backend_options == ["neuron", "none"] and s.backend == "neuron"
+    assert dash.backend.value == "neuron"
+    dash.close()
+
+
+def test_load_starts_a_new_log_when_device_or_backend_changed(tiny_model_path):
+    state = DashboardState(tiny_model_path, device="cpu", backend="eager", dtype="float32")
+    state.recorder.log.append(CompileEvent(function="earlier"))   # a log that is not empty
+    state.backend = "aot_eager"
+    state.load()
+    assert state.loaded
+    assert (state.recorder.device, state.recorder.backend) == ("cpu", "aot_eager")
+    assert state.log.header["backend"] == "aot_eager" and not state.log.events
+    same = state.recorder
+    state.load()                                    # nothing changed: the log is kept
+    assert state.recorder is same
+    state.close()
