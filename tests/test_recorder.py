@@ -166,15 +166,20 @@ def test_stop_restores_logging_and_hooks_even_when_the_body_raises(net):
     assert len(rec.events) == 1
 
 
-def test_two_threads_compiling_at_once(compiler_reset):
+def _sin_and_cos() -> dict:
+    """Two different compiled functions, for the tests that compile from two threads."""
     def f(x):
         return x.sin() * 2
 
     def g(x):
         return x.cos() + 1
 
-    fns = {"f": torch.compile(f, backend="eager", dynamic=False),
-           "g": torch.compile(g, backend="eager", dynamic=False)}
+    return {"f": torch.compile(f, backend="eager", dynamic=False),
+            "g": torch.compile(g, backend="eager", dynamic=False)}
+
+
+def test_two_threads_compiling_at_once(compiler_reset):
+    fns = _sin_and_cos()
     barrier = threading.Barrier(2)
     errors: list[BaseException] = []
 
@@ -273,14 +278,7 @@ def test_context_labels(net):
 
 
 def test_context_labels_are_per_thread(compiler_reset):
-    def f(x):
-        return x.sin() * 2
-
-    def g(x):
-        return x.cos() + 1
-
-    fns = {"f": torch.compile(f, backend="eager", dynamic=False),
-           "g": torch.compile(g, backend="eager", dynamic=False)}
+    fns = _sin_and_cos()
     inside = threading.Barrier(2)  # both labels are set before either thread compiles
     errors: list[BaseException] = []
 
