@@ -204,6 +204,8 @@ def launch(script: str | os.PathLike[str], nproc_per_node: int = 2, args: Sequen
     killed (its whole process group) after ``timeout_s``. ``log_dir`` is passed to the ranks as
     $NEURONKIT_LOG_DIR and searched for the ``*.rank<N>.jsonl`` logs written during the run.
     A failed rank raises :class:`LaunchError` naming the rank, its exit code and the last lines.
+    The ranks run unbuffered and share one pipe: a rank that writes each line in one call
+    (``sys.stdout.write(line + "\\n")``) never has its lines split by another rank's.
     """
     if isinstance(nproc_per_node, bool) or not isinstance(nproc_per_node, int) \
             or nproc_per_node < 1:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .distributed import rank
+from .distributed import rank, world_size
 
 TEXT = ("the compiler builds one graph for every input shape it sees so a training run that pads "
         "each batch to its own length compiles again and again while fixed shapes compile once")
@@ -45,7 +45,7 @@ def _load_sharded(model_path, parallelism: str):
     from .models import load_model, load_tokenizer
 
     device = detect().device
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = world_size()
     config = DistributedConfig(**{parallelism: world})
     model = load_model(model_path, device=device, dtype=_dtype(device), distributed_config=config)
     return world, load_tokenizer(model_path), model.train()

@@ -102,11 +102,13 @@ SCRIPT = textwrap.dedent("""
     from neuronkit.events import CompileEvent, CompileLog
     rank = int(os.environ["RANK"])
     mode = sys.argv[1]
-    print(f"rank {rank} of {os.environ['WORLD_SIZE']} says hello", flush=True)
+    # one write per line: the ranks share one pipe, and unbuffered print() writes the text and
+    # its newline separately, so two ranks' lines could interleave
+    sys.stdout.write(f"rank {rank} of {os.environ['WORLD_SIZE']} says hello\\n")
     if mode == "fail" and rank == 1:
         raise SystemExit("rank 1 could not find its data shard")
     if mode == "hang":
-        print(f"pids {os.getpid()} {os.getppid()}", flush=True)  # this rank, torchrun's agent
+        sys.stdout.write(f"pids {os.getpid()} {os.getppid()}\\n")  # this rank, torchrun's agent
         time.sleep(120)
     log = CompileLog(path=rank_log_path(os.path.join(os.environ["NEURONKIT_LOG_DIR"], "c.jsonl")))
     log.append(CompileEvent(function="forward", rank=rank, started_at=time.time()))
