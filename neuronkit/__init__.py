@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     "load_model": "models", "load_tokenizer": "models", "check_placement": "models",
     "tiny_model": "models", "PlacementReport": "models",
     "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shapes", "ShapeAudit": "shapes",
-    "generate": "generation", "GenerationResult": "generation", "pipeline": "generation",
+    "generate": "generation", "GenerationResult": "generation", "pipeline": "pipeline",
     "fixed_shape_args": "training", "FixedLengthCollator": "training",
     "CompileEventsCallback": "training",
     "merge_logs": "distributed", "rank_log_path": "distributed", "launch": "distributed",
@@ -39,9 +39,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
                          resolve_device)
     from .distributed import launch, merge_logs, rank_log_path
     from .events import CompileEvent, CompileLog, LogFormatError
-    from .generation import GenerationResult, generate, pipeline
+    from .generation import GenerationResult, generate
     from .models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
                          check_placement, load_model, load_tokenizer, tiny_model)
+    from .pipeline import pipeline
     from .recorder import CompileRecorder
     from .shapes import Buckets, ShapeAudit, audit_shapes, plan_buckets
     from .training import CompileEventsCallback, FixedLengthCollator, fixed_shape_args

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
 from .advice_shapes import CALLS_PER_LENGTH, _Series, consecutive, graphs_of, graphs_per_rank, groups, \
-    is_generation, limit_value, per_rank, plan, series
+    is_generation, limit_value, per_rank, plan, scalar_guards, series
 from .events import GRAPH_KINDS, SIZE_MISMATCH, CompileEvent, CompileLog, as_events, \
     function_labels, input_name
 
@@ -107,6 +107,7 @@ def _shape_findings(function: str, events: list[CompileEvent]) -> list[Advice]:
             found.append(_buckets(function, group, shaped, graphs))
     if per_token:
         found.append(_dynamic_cache(function, per_token, graphs))
+    found += _python_scalars(function, shaped, graphs)
     if not found and graphs > 1:
         found.append(_same_shapes(function, events, graphs))
     return found
@@ -207,6 +208,33 @@ def _dynamic_cache(function: str, groups: list[list[_Series]], graphs: int) -> A
          "inputs": [f"{g[0].name} dim {g[0].dim}" for g in groups]})
 
 
+def _python_scalars(function: str, events: list[CompileEvent], graphs: int) -> list[Advice]:
+    """A guard ``name == value`` whose value grew by one at every compile: a Python int that
+    changes per call, baked into the graph (a sliding-window cache's fill level, a step count)."""
+    found = []
+    for name, values in scalar_guards(events).items():
+        distinct = sorted(set(values))
+        if not consecutive(distinct):
+            continue
+        if "cumulative_length_int" in name:
+            fix = ("this is a sliding-window static cache (StaticSlidingWindowLayer keeps its fill "
+                   "level in a Python int): generate with nk.generate(...), which gives those "
+                   "layers full-length static layers, so the tokens stay the same and each bucket "
+                   "compiles one decode graph")
+        else:
+            fix = ("keep that value out of the compiled code: pass it as a tensor or make it "
+                   "constant between calls")
+        found.append(Advice(
+            f"{function}: one graph per step: {name} is a Python int in the compiled code "
+            f"({len(distinct)} values {_span(distinct)}) -> {_count(graphs, 'graph')}",
+            f"Dynamo guards on `{name} == <value>`, and the value grew by one at every compile "
+            f"({_listed(values)}): each call has a new value, so each call compiles again until "
+            "the recompile limit, then runs eagerly.", fix, "critical",
+            {"function": function, "name": name, "values": distinct, "distinct": len(distinct),
+             "graphs": graphs}))
+    return found
+
+
 def _same_shapes(function: str, events: list[CompileEvent], graphs: int) -> Advice:
     reasons = [r for e in events if e.kind == "recompile" for r in e.reasons]
     first = short_reason(reasons[0], 120) if reasons else "no reason recorded"
@@ -247,18 +275,33 @@ def _limit_hits(function: str, events: list[CompileEvent], ranks: list[int]) -> 
     n, on, counts = _on_ranks(hits, ranks)
     graphs = graphs_per_rank(events)
     limit = limit_value(hits) or graphs
-    shapes = {json.dumps(e.input_shapes, sort_keys=True) for e in events if e.kind != "failed"}
+    eager = [e for e in events if e.kind == "eager_fallback"]
+    if eager:  # neuronkit drove the calls: it counted every one that ran eager
+        shapes = graphs + len(_shapes(eager))
+        calls = sum(e.calls for e in eager)
+        ran = f"ran {_count(calls, 'call')} of {_count(len(_shapes(eager)), 'shape')}"
+        needed = f"to {shapes} (its graphs plus the shapes that ran eager)"
+    else:  # later eager calls leave no record: the shapes seen are a lower bound
+        shapes = max(graphs + 1, len(_shapes([e for e in events if e.kind != "failed"])))
+        calls = None
+        ran = f"ran {_count(n, 'new shape')} (at least)"
+        needed = (f"to at least {shapes} (the graphs plus the shape refused; later eager calls "
+                  "leave no record)")
     return [Advice(
         f"{function}: recompile limit hit {_count(n, 'time')}{on}: torch ran it eagerly, "
         "uncompiled",
         f"After {graphs} graphs torch stopped compiling `{function}` "
-        f"(torch._dynamo.config.recompile_limit = {limit}) and ran {_count(n, 'new shape')} in "
-        f"eager mode without an error. On Neuron that is op-by-op execution: far slower, silently.",
+        f"(torch._dynamo.config.recompile_limit = {limit}) and {ran} in eager mode without an "
+        f"error. On Neuron that is op-by-op execution: far slower, silently.",
         f"remove the shape change (pad to buckets, see the other findings), or raise "
-        f"torch._dynamo.config.recompile_limit to at least {len(shapes)} (the shapes seen)",
+        f"torch._dynamo.config.recompile_limit {needed}",
         "critical", {"function": function, "limit_hits": n, "graphs": graphs,
-                     "recompile_limit": limit, "shapes_seen": len(shapes), "per_rank": counts,
-                     "events": [e.seq for e in hits]})]
+                     "recompile_limit": limit, "shapes_seen": shapes, "eager_calls": calls,
+                     "exact": bool(eager), "per_rank": counts, "events": [e.seq for e in hits]})]
+
+
+def _shapes(events: list[CompileEvent]) -> set[str]:
+    return {json.dumps(e.input_shapes, sort_keys=True) for e in events}
 
 
 def _why(e: CompileEvent) -> str:

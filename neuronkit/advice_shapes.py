@@ -124,6 +124,20 @@ def is_generation(function: str, events: list[CompileEvent],
             or any(_CACHE_NAME.search(n) or "cache_position" in n for n, _ in found))
 
 
+_SCALAR_GUARD = re.compile(r"^\s*-?\s*(?:\d+/\d+:\s*)?(?P<name>[\w.\[\]'\"]+) == (?P<value>-?\d+)\b")
+
+
+def scalar_guards(events: list[CompileEvent]) -> dict[str, list[int]]:
+    """Per guarded name, the values of failed ``name == <int>`` guards, in event order (the
+    first reason of each event: the guard of the graph used last)."""
+    found: dict[str, list[int]] = defaultdict(list)
+    for e in events:
+        m = _SCALAR_GUARD.match(e.reasons[0]) if e.reasons else None
+        if m:
+            found[input_name(m["name"])].append(int(m["value"]))
+    return dict(found)
+
+
 def consecutive(values: list[int]) -> bool:
     """Four or more values one apart: what a cache growing by one token per step leaves."""
     return len(values) >= 4 and all(b - a == 1 for a, b in zip(values, values[1:]))

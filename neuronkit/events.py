@@ -23,8 +23,8 @@ from typing import Any, Iterable, Literal
 FORMAT = "neuronkit-compile-log"
 FORMAT_VERSION = 1
 
-EventKind = Literal["first", "recompile", "limit_hit", "failed"]
-KINDS: tuple[str, ...] = ("first", "recompile", "limit_hit", "failed")
+EventKind = Literal["first", "recompile", "limit_hit", "failed", "eager_fallback"]
+KINDS: tuple[str, ...] = ("first", "recompile", "limit_hit", "failed", "eager_fallback")
 GRAPH_KINDS: tuple[str, ...] = ("first", "recompile")  # the kinds that build a graph
 
 # torch's guard-failure text for a changed dimension, and the source names it quotes
@@ -46,7 +46,9 @@ class LogFormatError(ValueError):
 
 @dataclass
 class CompileEvent:
-    """One Dynamo compile (or a refused one: ``limit_hit``) seen by the recorder."""
+    """One Dynamo compile (or a refused one: ``limit_hit``) seen by the recorder, or calls torch
+    ran uncompiled after a limit hit (``eager_fallback``: ``calls`` of them, counted by the
+    neuronkit workload that made them; torch records nothing for them)."""
 
     seq: int = 0
     compile_id: str = ""
@@ -64,6 +66,7 @@ class CompileEvent:
     rank: int = 0
     context: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
+    calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -265,7 +268,8 @@ class CompileLog:
         return dict(counts)
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per function: graphs, shapes, limit hits, failures, total/mean compile s, share of wall.
+        """Per function: graphs, shapes, limit hits, failures, eager calls after a limit hit,
+        total/mean compile s, share of wall.
 
         Counts and seconds add up all ranks; ``share_of_wall`` is per rank (see
         :meth:`compile_share`). ``function`` is the :func:`function_labels` label.
@@ -277,11 +281,13 @@ class CompileLog:
             key = (e.function, e.location)
             row = rows.setdefault(key, {"function": labels[key], "location": e.location,
                                         "graphs": 0, "limit_hits": 0, "failed": 0,
-                                        "compile_s": 0.0})
+                                        "eager_calls": 0, "compile_s": 0.0})
             if e.kind in GRAPH_KINDS:
                 row["graphs"] += 1
             elif e.kind == "limit_hit":
                 row["limit_hits"] += 1
+            elif e.kind == "eager_fallback":
+                row["eager_calls"] += e.calls
             else:
                 row["failed"] += 1
             row["compile_s"] += e.duration_s

@@ -10,20 +10,24 @@ on Neuron) and every later short request pays for the long cache. Here each batc
 2. given its own ``StaticCache`` of length ``cache_length(bucket, max_new_tokens)``;
 
 so the decode graphs are at most ``len(buckets)`` per (batch size, new-token room), whatever the
-arrival order. Inputs stay on CPU (``generate()`` moves only what forward needs) and outputs come
-back on CPU.
+arrival order. Sliding-window layers get full-length static layers (``static_cache.py``: their
+own keep a Python int that recompiles every token), and torch's recompile limit, which every
+model's decode step shares, is raised to what the call plans (``recompile_limit.py``). Inputs
+stay on CPU (``generate()`` moves only what forward needs) and outputs come back on CPU.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from .events import GRAPH_KINDS
 from .models import PadTokenWarning, pad_token_id  # noqa: F401  (PadTokenWarning: re-exported)
+from .recompile_limit import LEDGER, LimitFit, fitted_limit, record_eager_batch, warn_if_no_room
 from .shapes import Buckets, plan_buckets
+from .static_cache import bounded_static_cache
 
 DEFAULT_BATCH_SIZE = 4
 MIN_NEW_TOKEN_ROOM = 32
@@ -72,6 +76,10 @@ class GenerationResult:
     backend: str | None = None       # compile backend; None when compile=False
     batch_size: int = 1
     new_tokens: int = 0
+    planned_graphs: int = 0          # the most decode graphs the call could compile
+    recompile_limit: LimitFit | None = None   # what was done to torch's limit (None: nothing)
+    eager_calls: int = 0             # decode calls torch ran uncompiled (after a limit hit)
+    full_layers: int = 0             # sliding-window cache layers given full length
 
     @property
     def text(self) -> str:
@@ -100,7 +108,11 @@ class GenerationResult:
                 f"{self.device}, backend {self.backend or 'none (compile=False)'}: "
                 f"{_plural(self.graphs, 'compile')} "
                 f"({self.compile_s:.2f} s), {self.new_tokens} new tokens in {self.wall_s:.2f} s "
-                f"= {self.tokens_per_s:.1f} tokens/s, padding waste {self.padding_waste:.0%}")
+                f"= {self.tokens_per_s:.1f} tokens/s, padding waste {self.padding_waste:.0%}"
+                + (f"; {self.recompile_limit}" if self.recompile_limit is not None
+                   and self.recompile_limit.limit > self.recompile_limit.limit_before else "")
+                + (f"; {self.eager_calls} decode calls ran EAGER (recompile limit)"
+                   if self.eager_calls else ""))
 
 
 def _plural(count: int, noun: str) -> str:
@@ -203,6 +215,18 @@ def _compile_kwargs(model, compile: bool, backend: Any, kwargs: dict) -> tuple[d
 
 # --------------------------------------------------------------------------- generate
 
+def _cache_len(bucket: int, max_new_tokens: int, max_pos: int | None) -> int:
+    """:func:`cache_length`, capped at the model's positions (an error if they cannot fit)."""
+    cache_len = cache_length(bucket, max_new_tokens)
+    if max_pos is not None and cache_len > max_pos:
+        if bucket + max_new_tokens > max_pos:
+            raise ValueError(f"bucket {bucket} + max_new_tokens {max_new_tokens} exceeds the "
+                             f"model's {max_pos} positions; use smaller buckets, truncate, or "
+                             "fewer new tokens")
+        cache_len = max_pos
+    return cache_len
+
+
 def _plan_batches(lengths: list[int], buckets: Buckets | None, batch_size: int):
     """[(bucket, [prompt indices])]: grouped by bucket (ascending), in arrival order within."""
     if buckets is None:
@@ -231,7 +255,8 @@ def _left_padded(rows: list[list[int]], width: int, pad_id: int):
 def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 32,
              buckets: Buckets | list[int] | str | None = None, batch_size: int | None = None,
              recorder=None, *, compile: bool = True, backend: Any = None,
-             truncate: str | None = None, **generate_kwargs) -> GenerationResult:
+             truncate: str | None = None, fit_recompile_limit: bool = True,
+             **generate_kwargs) -> GenerationResult:
     """Generate for one prompt or many with bounded static shapes, recording compile events.
 
     ``buckets``: a :class:`Buckets` or list of prompt lengths, ``"auto"`` (``plan_buckets`` on
@@ -241,11 +266,14 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     ``CompileRecorder`` (one is made for the call if None). ``compile=False`` runs eager;
     ``backend`` overrides the compile backend (default: transformers' ``neuron`` on Neuron,
     ``nk.detect()``'s CPU backend on CPU, inductor on CUDA). ``truncate="left"`` keeps the last
-    ``buckets.max`` tokens of a longer prompt instead of raising. Other keywords go to
-    ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
+    ``buckets.max`` tokens of a longer prompt instead of raising. ``fit_recompile_limit``
+    (default on) raises torch's recompile limit for the call to the graphs the decode function
+    holds plus those the call plans (``result.recompile_limit`` says what was done); off, a
+    limit hit runs the rest eager and each such batch is recorded as an ``eager_fallback`` event.
+    Other keywords go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
     """
     import torch
-    from transformers import LogitsProcessorList, StaticCache
+    from transformers import LogitsProcessorList
 
     prompts = _check_prompts(prompts)
     max_new_tokens = _positive(max_new_tokens, "max_new_tokens")
@@ -282,6 +310,11 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
         else "past_key_values"
     eos = _eos_ids(model, tokenizer, generate_kwargs)
     device = str(model.device)
+    batches = [(bucket, chunk, _cache_len(bucket, max_new_tokens, max_pos))
+               for bucket, chunk in _plan_batches(lengths, buckets, batch_size)]
+    planned = len({(bucket, cache_len) for bucket, _, cache_len in batches}) if compile else 0
+    if compile and not fit_recompile_limit:
+        warn_if_no_room(model, planned)
 
     if recorder is None:
         from .recorder import CompileRecorder
@@ -297,49 +330,58 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     timings: list[BatchTiming] = []
     positions = real_positions = 0
     t_start = time.perf_counter()
+    fit: LimitFit | None = None
+    eager_calls = full_layers = 0
     try:
-        for n, (bucket, chunk) in enumerate(_plan_batches(lengths, buckets, batch_size)):
-            rows = chunk + [chunk[0]] * (batch_size - len(chunk))   # dummy rows: copies, dropped
-            input_ids, mask = _left_padded([ids[i] for i in rows], bucket, pad_id)
-            cache_len = cache_length(bucket, max_new_tokens)
-            if max_pos is not None and cache_len > max_pos:
-                if bucket + max_new_tokens > max_pos:
-                    raise ValueError(f"bucket {bucket} + max_new_tokens {max_new_tokens} exceeds "
-                                     f"the model's {max_pos} positions; use smaller buckets, "
-                                     "truncate, or fewer new tokens")
-                cache_len = max_pos
-            cache = StaticCache(config=model.config, max_cache_len=cache_len)
-            clock = _FirstTokenClock()
-            seen = len(rec.events)
-            processors = LogitsProcessorList([clock, *logits_processor])
-            label = f"generate batch {n}: bucket {bucket}, cache {cache_len}"
-            outer = rec.current_context  # keep a caller's label (a sweep step, a training step)
-            with rec.context(f"{outer} · {label}" if outer and outer != "generate" else label):
-                t0 = time.perf_counter()
-                out = model.generate(input_ids=input_ids, attention_mask=mask,
-                                     max_new_tokens=max_new_tokens, pad_token_id=pad_id,
-                                     logits_processor=processors, **{cache_kw: cache},
-                                     **compile_kw, **generate_kwargs)
-                t1 = time.perf_counter()
-            out = out.sequences if hasattr(out, "sequences") else out
-            out = out.cpu()
-            new_total = 0
-            for r, i in enumerate(chunk):
-                new = out[r, bucket:].tolist()
-                cut = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
-                new = new[:cut]
-                new_total += len(new)
-                outputs[i] = torch.tensor(ids[i] + new, dtype=torch.long)
-                texts[i] = tokenizer.decode(new, skip_special_tokens=True)
-            first = clock.at if clock.at is not None else t1
-            timings.append(BatchTiming(bucket=bucket, cache_len=cache_len, rows=len(rows),
-                                       real_rows=len(chunk), prefill_s=first - t0,
-                                       decode_s=t1 - first, new_tokens=new_total,
-                                       compiles=len(rec.events) - seen,
-                                       compile_s=sum(e.duration_s or 0.0
-                                                     for e in rec.events[seen:])))
-            positions += len(rows) * bucket
-            real_positions += sum(lengths[i] for i in chunk)
+        with contextlib.ExitStack() as scope:
+            if planned and fit_recompile_limit:
+                fit = scope.enter_context(fitted_limit(model, planned))
+                scope.enter_context(rec.annotate(recompile_limit=fit.to_dict()))
+            elif planned:
+                LEDGER.begin(model)
+            for n, (bucket, chunk, cache_len) in enumerate(batches):
+                rows = chunk + [chunk[0]] * (batch_size - len(chunk))  # dummy rows: dropped
+                input_ids, mask = _left_padded([ids[i] for i in rows], bucket, pad_id)
+                cache, full_layers = bounded_static_cache(model, cache_len,
+                                                         refuse_unbounded=compile)
+                clock = _FirstTokenClock()
+                seen = len(rec.events)
+                processors = LogitsProcessorList([clock, *logits_processor])
+                label = f"generate batch {n}: bucket {bucket}, cache {cache_len}"
+                outer = rec.current_context  # keep a caller's label (a sweep step, a training step)
+                label = f"{outer} · {label}" if outer and outer != "generate" else label
+                with rec.context(label):
+                    t0 = time.perf_counter()
+                    out = model.generate(input_ids=input_ids, attention_mask=mask,
+                                         max_new_tokens=max_new_tokens, pad_token_id=pad_id,
+                                         logits_processor=processors, **{cache_kw: cache},
+                                         **compile_kw, **generate_kwargs)
+                    t1 = time.perf_counter()
+                out = out.sequences if hasattr(out, "sequences") else out
+                out = out.cpu()
+                new_total = 0
+                for r, i in enumerate(chunk):
+                    new = out[r, bucket:].tolist()
+                    cut = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
+                    new = new[:cut]
+                    new_total += len(new)
+                    outputs[i] = torch.tensor(ids[i] + new, dtype=torch.long)
+                    texts[i] = tokenizer.decode(new, skip_special_tokens=True)
+                first = clock.at if clock.at is not None else t1
+                timings.append(BatchTiming(bucket=bucket, cache_len=cache_len, rows=len(rows),
+                                           real_rows=len(chunk), prefill_s=first - t0,
+                                           decode_s=t1 - first, new_tokens=new_total,
+                                           compiles=len(rec.events) - seen,
+                                           compile_s=sum(e.duration_s or 0.0
+                                                         for e in rec.events[seen:])))
+                if planned:
+                    with rec.context(label):
+                        eager_calls += record_eager_batch(
+                            rec, model, seen, (len(rows), bucket, cache_len),
+                            steps=out.shape[1] - bucket - 1, backend=backend_name,
+                            started_at=time.time() - (time.perf_counter() - t0))
+                positions += len(rows) * bucket
+                real_positions += sum(lengths[i] for i in chunk)
     finally:
         if started_here:
             rec.stop()
@@ -350,46 +392,5 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                             padding_waste=1.0 - real_positions / positions,
                             events=list(rec.events[first_event:]), buckets=buckets, wall_s=wall,
                             device=device, backend=backend_name, batch_size=batch_size,
-                            new_tokens=new_tokens)
-
-
-# --------------------------------------------------------------------------- pipeline
-
-def pipeline(task: str, model: Any = None, **kw):
-    """``transformers.pipeline`` on an explicit device, never left to automatic placement.
-
-    A loaded model keeps its own device; a name or folder goes to the device ``nk.detect()``
-    chooses (``"neuron"`` on Trainium), or to ``device=`` if given. ``device_map="auto"``
-    (which does not see Neuron) is replaced by that explicit device, with a warning.
-    """
-    import transformers
-
-    from .device import resolve_device
-
-    requested = kw.pop("device", None)
-    device_map = kw.pop("device_map", None)
-    loaded = model is not None and not isinstance(model, str) and hasattr(model, "device")
-    if type(device_map).__name__ == "device":  # a torch.device
-        device_map = str(device_map)
-    if device_map is not None and not isinstance(device_map, str):
-        raise TypeError(f"device_map must be one device such as 'neuron' or 'cpu' (or 'auto'), "
-                        f"got {type(device_map).__name__} {device_map!r:.60}; pipeline places the "
-                        "whole model on one device. For a per-module map, load the model with "
-                        "nk.load_model(..., device_map={...}) and pass the model")
-    if device_map is not None and device_map != "auto":
-        if requested is not None:
-            raise ValueError("pass device= or device_map=, not both")
-        requested = device_map
-    if loaded:
-        device = str(model.device)
-        kind = str(requested).partition(":")[0]
-        if requested not in (None, "auto") and kind != model.device.type:
-            raise ValueError(f"the model is loaded on {device} but device={requested!r} was "
-                             "asked; load it there (nk.load_model(..., device=...)) or drop "
-                             "device=")
-    else:
-        device = resolve_device(requested)
-    if device_map == "auto":
-        warnings.warn(f"device_map='auto' does not see Neuron devices; using the explicit "
-                      f"device={device!r} instead", UserWarning, stacklevel=2)
-    return transformers.pipeline(task, model=model, device=device, **kw)
+                            new_tokens=new_tokens, planned_graphs=planned, recompile_limit=fit,
+                            eager_calls=eager_calls, full_layers=full_layers)

@@ -80,6 +80,8 @@ class CompileRecorder:
         self._default_context = str(context)
         self._context = contextvars.ContextVar(f"neuronkit_context_{next(_IDS)}",
                                                default=self._default_context)
+        self._notes: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
+            f"neuronkit_notes_{next(_IDS)}", default={})
         self._subscribers: list[Callable[[CompileEvent], Any]] = []
         self._started: float | None = None
         self._wall_s = 0.0
@@ -147,6 +149,16 @@ class CompileRecorder:
         finally:
             self._context.reset(token)
 
+    @contextlib.contextmanager
+    def annotate(self, **notes: Any) -> Iterator[CompileRecorder]:
+        """``with rec.annotate(recompile_limit={...}):`` adds the notes to the ``metrics`` of
+        every event recorded inside (this thread / context only), e.g. what a workload did."""
+        token = self._notes.set({**self._notes.get(), **notes})
+        try:
+            yield self
+        finally:
+            self._notes.reset(token)
+
     def register_recompile_context(self) -> Callable[[], None]:
         """Also hand the current label to torch's own ``recompile_user_contexts`` metric."""
         import torch._dynamo
@@ -174,9 +186,18 @@ class CompileRecorder:
                 self._subscribers.remove(fn)
         return unsubscribe
 
-    def _record(self, raw: dict[str, Any]) -> None:
+    def record(self, **fields: Any) -> CompileEvent:
+        """Add an event that a workload observed itself (e.g. ``kind="eager_fallback"``: calls
+        torch ran uncompiled after a limit hit, which leave no trace record). The recorder adds
+        rank, context, device and backend, as for a compile; returns the event."""
+        return self._record(fields)
+
+    def _record(self, raw: dict[str, Any]) -> CompileEvent:
         raw = copy.deepcopy(raw)
         device = raw.pop("device", None) or self.device  # torch's word first, else the setting
+        notes = self._notes.get()
+        if notes:
+            raw["metrics"] = {**raw.get("metrics", {}), **copy.deepcopy(notes)}
         event = CompileEvent(**raw, device=device, rank=self.rank, context=self._context.get())
         event.backend = event.backend or self.backend
         self.log.append(event)
@@ -188,3 +209,4 @@ class CompileRecorder:
                 if len(self.subscriber_errors) == 1:
                     say(f"a CompileRecorder subscriber raised {exc!r}; recording goes on "
                          f"(all errors: rec.subscriber_errors)")
+        return event

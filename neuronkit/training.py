@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -287,6 +288,9 @@ class CompileEventsCallback(TrainerCallback):
         self._owns = False
         self._unsubscribe = None
         self._step = 0
+        self._hit: Any = None            # the last limit_hit event: later calls may run eager
+        self._eager: dict[tuple[int, ...], int] = {}   # input shape -> eager calls this step
+        self._hook: Any = None
 
     # the numbers added to each log line
     @property
@@ -312,6 +316,8 @@ class CompileEventsCallback(TrainerCallback):
         self._step = state.global_step
         self.recorder.set_context(f"step {state.global_step + 1}")
         self._unsubscribe = self.recorder.subscribe(self._seen)
+        if args.torch_compile:
+            self._watch_eager(kwargs.get("model"))
         check_static_shapes(args, getattr(train_dataloader, "dataset", None),
                             getattr(eval_dataloader, "dataset", None))
         dynamic = _run_dynamic(args)
@@ -323,6 +329,41 @@ class CompileEventsCallback(TrainerCallback):
         self._step = state.global_step + 1
         if self.recorder is not None:
             self.recorder.set_context(f"step {self._step}")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._record_eager()
+
+    def _watch_eager(self, model: Any) -> None:
+        """Count forward calls that run outside compiled code once a limit was hit: a hook on the
+        input embeddings is traced away where the model is compiled and runs where torch fell
+        back to eager (it adds nothing to the compiled graphs)."""
+        model = getattr(model, "_orig_mod", model)
+        embeddings = getattr(model, "get_input_embeddings", lambda: None)()
+        if embeddings is None or self._hook is not None:
+            return
+
+        def count(module: Any, inputs: tuple) -> None:
+            # is_compiling() first: traced, it is True and the rest (state that changes) is
+            # never read, so the compiled graphs do not guard on it
+            if (not torch.compiler.is_compiling() and self._hit is not None and inputs
+                    and isinstance(inputs[0], torch.Tensor)):
+                shape = tuple(inputs[0].shape)
+                self._eager[shape] = self._eager.get(shape, 0) + 1
+        self._hook = embeddings.register_forward_pre_hook(count)
+
+    def _record_eager(self) -> None:
+        """One ``eager_fallback`` event per input shape that ran eager during the step."""
+        if not self._eager or self.recorder is None or self._hit is None:
+            return
+        hit, eager = self._hit, self._eager
+        self._eager = {}
+        for shape, calls in eager.items():
+            self.recorder.record(
+                kind="eager_fallback", function=hit.function, location=hit.location,
+                backend=hit.backend, started_at=time.time(), calls=calls,
+                input_shapes={"input_ids": list(shape)}, changed=f"input_ids {list(shape)}: no graph",
+                reasons=[f"{calls} forward calls ran eager after {hit.function} hit "
+                         "torch._dynamo.config.recompile_limit"])
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         numbers = {"compile_graphs": self.graphs, "compile_s": round(self.compile_s, 3)}
@@ -338,6 +379,10 @@ class CompileEventsCallback(TrainerCallback):
 
     def close(self) -> None:
         """Stop listening, and stop the recorder if this callback started it (safe to repeat)."""
+        self._record_eager()
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -354,6 +399,8 @@ class CompileEventsCallback(TrainerCallback):
 
     def _seen(self, event: Any) -> None:
         self.events.append(event)
+        if event.kind == "limit_hit":
+            self._hit = event
         if (self.late_warning is None and self._step > self.warn_after_step
                 and event.kind in ("recompile", "limit_hit")):
             self.late_warning = late_compile_message(event, self._step)

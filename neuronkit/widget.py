@@ -29,7 +29,7 @@ CHART_EVERY_S = 0.5       # redraw the chart at most this often while events str
 PADDING_LABELS = {"none": "none (each prompt its own length)", "max": "pad to the largest bucket",
                   "buckets": "buckets"}
 KIND_LABELS = {"first": "first", "recompile": "recompile", "limit_hit": "LIMIT HIT: runs eager",
-               "failed": "failed"}
+               "failed": "failed", "eager_fallback": "RAN EAGER"}
 LOAD_TIP = "load_model() on the chosen device, then check_placement()"
 STATUS_LABELS = {"info": "Ready", "busy": "Working", "ok": "Done", "error": "Error"}
 
@@ -48,6 +48,7 @@ STYLE = """<style>
 .nk-dashboard tr.nk-limit-hit td { background: #fde0dc; color: #8a1c0c; font-weight: 600; }
 .nk-dashboard tr.nk-failed td { background: #fff3cd; }
 .nk-dashboard tr.nk-recompile td.nk-kind { color: #b35c00; font-weight: 600; }
+.nk-dashboard tr.nk-eager-fallback td.nk-kind { color: #c00000; }
 .nk-dashboard .nk-badge { display: inline-block; min-width: 52px; text-align: center;
   border-radius: 3px; padding: 0 6px; margin-right: 6px; color: white; font-size: 11px;
   font-weight: 600; line-height: 18px; background: #607d8b; }

@@ -132,10 +132,51 @@ def test_limit_hit_is_critical_and_first():
     a = find(advices, "recompile limit hit")
     assert a is advices[0]
     assert a.numbers == {"function": "forward", "limit_hits": 2, "graphs": 8, "recompile_limit": 8,
-                         "shapes_seen": 10, "per_rank": {0: 2}, "events": [8, 9]}
-    assert "recompile_limit" in a.fix and "10" in a.fix
+                         "shapes_seen": 10, "eager_calls": None, "exact": False,
+                         "per_rank": {0: 2}, "events": [8, 9]}
+    assert "recompile_limit to at least 10" in a.fix   # later eager calls left no record
     lengths = find(advices, "x dim 1")
     assert "10 values (1..21) -> 8 graphs + 2 run eagerly" in lengths.title
+
+
+def test_limit_advice_is_exact_with_eager_fallback_events():
+    """Where neuronkit drove the calls it counted those that ran eager: the limit to raise to is
+    the graphs plus the shapes that ran eager, said without "at least"."""
+    events = graphs("forward", [{"x": [2, n]} for n in range(1, 9)])
+    events.append(CompileEvent(function="forward", kind="limit_hit", input_shapes={"x": [2, 20]},
+                               reasons=["torch._dynamo hit config.recompile_limit (8)"]))
+    events += [CompileEvent(function="forward", kind="eager_fallback", calls=5,
+                            input_shapes={"x": [2, 20 + i]}) for i in range(3)]
+    a = find(diagnose(make_log(events)), "recompile limit hit")
+    assert a.numbers["exact"] is True and a.numbers["eager_calls"] == 15
+    assert a.numbers["shapes_seen"] == 11                  # 8 graphs + 3 shapes that ran eager
+    assert "recompile_limit to 11 " in a.fix and "at least" not in a.fix
+    assert "ran 15 calls of 3 shapes" in a.detail
+
+
+def _scalar_run(values):
+    reason = "0/{i}: kwargs['cache'].layers[0].cumulative_length_int == {v}    # is_full = ..."
+    return [CompileEvent(function="wrapped_func", kind="first" if i == 0 else "recompile",
+                         input_shapes={"input_ids": [1, 1]},
+                         reasons=[] if i == 0 else [reason.format(i=i - 1, v=v)])
+            for i, v in enumerate([None, *values])]
+
+
+def test_python_int_guard_run_is_its_own_finding():
+    advices = diagnose(make_log(_scalar_run([17, 18, 19, 20])))
+    a = find(advices, "one graph per step")
+    assert a.severity == "critical"
+    assert "cache.layers[0].cumulative_length_int is a Python int" in a.title
+    assert a.numbers["values"] == [17, 18, 19, 20] and a.numbers["graphs"] == 5
+    assert "nk.generate" in a.fix and "sliding-window" in a.fix
+    assert not any("without an input shape change" in x.title for x in advices)
+
+
+def test_python_int_guard_needs_four_consecutive_values():
+    """Three values one apart (or four with a gap) are not yet a per-step pattern."""
+    for values in ([17, 18, 19], [17, 18, 19, 21]):
+        advices = diagnose(make_log(_scalar_run(values)))
+        assert not any("one graph per step" in x.title for x in advices), values
 
 
 def test_limit_value_from_the_recorders_note():

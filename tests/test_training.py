@@ -301,3 +301,28 @@ def test_drop_last_and_the_partial_last_batch(tmp_path, tiny_model_path, tok, co
         assert partial and "5 examples / batch 2" in partial[0]
         assert len(late) == 1 and "dim 0: 2 -> 1" in late[0] and "dataloader_drop_last" in late[0]
         assert callback.events[-1].context == "step 3"
+
+
+@pytest.mark.slow
+def test_callback_counts_the_steps_torch_ran_eager_after_a_limit_hit(tmp_path, tiny_model_path,
+                                                                     tok, compiler_reset):
+    """Dynamic padding with the limit at 2: the 3rd length hits it, and from then on every step
+    of a new length runs eager; the callback records each such step as an eager_fallback event
+    with its exact call count and shape, and lengths compiled before still run compiled."""
+    lengths = (10, 13, 12, 12, 10, 13, 8, 8)         # 3 new lengths after the limit
+    data = [{"input_ids": tok(words(n))["input_ids"]} for n in lengths for _ in range(2)]
+    seq = [len(tok(words(n))["input_ids"]) for n in lengths]
+    callback = CompileEventsCallback(quiet=True)
+    with torch._dynamo.config.patch(recompile_limit=2), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train(tmp_path, tiny_model_path, data, DataCollatorForLanguageModeling(tok, mlm=False),
+              callback, num_train_epochs=1)
+    kinds = [e.kind for e in callback.events]
+    assert kinds.count("first") + kinds.count("recompile") == 2 and kinds.count("limit_hit") == 1
+    eager = [e for e in callback.events if e.kind == "eager_fallback"]
+    compiled = set(seq[:2])
+    expected = [(f"step {i + 1}", [2, n]) for i, n in enumerate(seq) if n not in compiled]
+    assert [(e.context, e.input_shapes["input_ids"]) for e in eager] == expected
+    assert all(e.calls == 1 and e.function == "forward" for e in eager)
+    advice = next(a for a in nk.diagnose(callback.events) if "recompile limit hit" in a.title)
+    assert advice.numbers["exact"] and advice.numbers["eager_calls"] == len(expected)

@@ -1,0 +1,1 @@
+"""Runnable examples and synthetic workloads, outside the library core."""

@@ -1,0 +1,178 @@
+"""torch's recompile limit, sized to what a generate plan needs.
+
+Dynamo keeps at most ``torch._dynamo.config.recompile_limit`` (8) graphs per *code object*, and
+transformers routes the decode step of most models through one shared wrapper function (the
+events name it ``wrapped_func``): graphs of every model and plan in the process count against
+one limit. Past it torch marks the code run-only and runs every new shape eager, silently, until
+``torch.compiler.reset()``; raising the limit afterwards does not undo that.
+
+:func:`fitted_limit` raises the limit for one ``nk.generate`` call to the graphs the code holds
+already plus the graphs the call plans (scoped, restored afterwards, never lowered), and lets a
+run-only code compile again. :class:`DecodeLedger` remembers which batch shapes compiled, so a
+batch that ran eager is counted exactly. Like ``recorder_sources``, it reads Dynamo internals.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import asdict, dataclass
+from types import CodeType
+from typing import Any, Iterator
+
+__all__ = ["LimitFit", "RecompileLimitWarning", "decode_code", "fitted_limit", "held_graphs",
+           "record_eager_batch", "room_left", "warn_if_no_room"]
+
+
+class RecompileLimitWarning(UserWarning):
+    """The decode function has no room left under torch's recompile limit: new shapes run eager."""
+
+
+def decode_code(model: Any) -> CodeType | None:
+    """The code object Dynamo compiles for ``model``'s decode step: its outermost ``forward``
+    (often transformers' shared ``wrapped_func``)."""
+    forward = getattr(model, "forward", None)
+    return getattr(getattr(forward, "__func__", forward), "__code__", None)
+
+
+def held_graphs(code: CodeType | None) -> int:
+    """Graphs Dynamo holds for ``code`` now (0 when unknown)."""
+    if code is None:
+        return 0
+    try:
+        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        return len(_debug_get_cache_entry_list(code))
+    except Exception:  # torch moved it: the limit is then sized to the plan alone
+        return 0
+
+
+def _limits() -> tuple[int, int]:
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    return int(config.recompile_limit), int(config.accumulated_recompile_limit)
+
+
+def room_left(model: Any) -> tuple[int, int, str]:
+    """``(held, limit, function)``: graphs the model's decode function holds, the limit, its name."""
+    code = decode_code(model)
+    return held_graphs(code), _limits()[0], code.co_name if code else "?"
+
+
+@dataclass
+class LimitFit:
+    """What :func:`fitted_limit` did for one call."""
+
+    function: str          # the decode code object's name
+    location: str          # its file:line, as compile events give it
+    held: int              # graphs it held before the call (other models and plans included)
+    planned: int           # graphs the call may add
+    limit_before: int      # torch._dynamo.config.recompile_limit outside the call
+    limit: int             # the limit during the call (never lower than limit_before)
+    reenabled: bool        # the code had no room left (run-only after a hit): compiling again
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        if self.limit == self.limit_before:
+            return (f"recompile limit {self.limit} left as it was ({self.function} holds "
+                    f"{self.held} graphs, this call plans at most {self.planned})")
+        return (f"recompile limit raised {self.limit_before} -> {self.limit} for this call "
+                f"({self.function} holds {self.held} graphs, this call plans at most "
+                f"{self.planned})")
+
+
+def location_of(code: CodeType | None) -> str:
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+
+
+@contextlib.contextmanager
+def fitted_limit(model: Any, planned: int) -> Iterator[LimitFit]:
+    """Raise the recompile limits to ``held + planned`` for the block, then restore them."""
+    import torch._dynamo
+    from torch._dynamo.eval_frame import set_code_exec_strategy
+    from torch._dynamo.types import FrameAction, FrameExecStrategy
+
+    code = decode_code(model)
+    held = held_graphs(code)
+    before, accumulated = _limits()
+    limit = max(before, held + planned)
+    reenable = code is not None and held >= before and limit > held
+    if reenable:  # torch marked it run-only at the limit; with room now, let it compile again
+        set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
+        LEDGER.hit.discard(code)
+    LEDGER.begin(model)
+    fit = LimitFit(function=code.co_name if code else "?", location=location_of(code),
+                   held=held, planned=planned, limit_before=before, limit=limit,
+                   reenabled=reenable)
+    with torch._dynamo.config.patch(recompile_limit=limit,
+                                    accumulated_recompile_limit=max(accumulated, limit)):
+        yield fit
+
+
+class DecodeLedger:
+    """Which decode shapes compiled, and which decode codes hit the limit (run-only now).
+
+    After a limit hit torch runs new shapes eager without a trace record; a batch that records
+    no compile ran compiled if its shape compiled before, eager if its code hit the limit.
+    ``torch.compiler.reset()`` (the code holds no graph at a call's start) forgets both."""
+
+    def __init__(self) -> None:
+        self.compiled: dict[CodeType, set[tuple]] = {}   # code -> {(id(model), *batch key)}
+        self.hit: set[CodeType] = set()
+
+    def begin(self, model: Any) -> None:
+        """At a call's start: forget what a reset wiped."""
+        code = decode_code(model)
+        if code is not None and held_graphs(code) == 0:
+            self.hit.discard(code)
+            self.compiled.pop(code, None)
+
+    def ran_eager(self, model: Any, key: tuple, decode_kinds: list[str]) -> bool:
+        """Whether the batch of shape ``key`` ran eager, given the kinds of the events its decode
+        function recorded during the batch; remembers the outcome."""
+        code = decode_code(model)
+        if code is None:
+            return False
+        keys = self.compiled.setdefault(code, set())
+        if "limit_hit" in decode_kinds:
+            self.hit.add(code)
+            return True
+        if any(k in ("first", "recompile") for k in decode_kinds):
+            keys.add((id(model), *key))
+            return False
+        return (id(model), *key) not in keys and code in self.hit
+
+
+LEDGER = DecodeLedger()
+
+
+def warn_if_no_room(model: Any, planned: int) -> None:
+    """Warn when ``planned`` more graphs would pass the limit (their calls would run eager)."""
+    held, limit, function = room_left(model)
+    if held + planned > limit:
+        warnings.warn(f"{function} (the decode step) holds {held} graphs and this call plans up "
+                      f"to {planned} more, over torch._dynamo.config.recompile_limit = {limit}: "
+                      f"the rest will run eager. Leave fit_recompile_limit on, or raise the limit",
+                      RecompileLimitWarning, stacklevel=3)
+
+
+def record_eager_batch(rec: Any, model: Any, seen: int, key: tuple[int, int, int], steps: int,
+                       backend: str | None, started_at: float) -> int:
+    """Record a batch's decode calls as one ``eager_fallback`` event when torch ran them
+    uncompiled (``rec.events[seen:]`` are the batch's events); returns how many it recorded.
+    ``key``: (rows, bucket, cache length); ``steps``: the decode calls of the batch."""
+    code = decode_code(model)
+    where = location_of(code)
+    kinds = [e.kind for e in rec.events[seen:] if e.location == where]
+    if code is None or steps <= 0 or not LEDGER.ran_eager(model, key, kinds):
+        return 0
+    rows, bucket, cache_len = key
+    rec.record(kind="eager_fallback", function=code.co_name, location=where,
+               backend=backend or "", started_at=started_at, calls=steps,
+               input_shapes={"input_ids": [rows, 1], "cache": [rows, cache_len]},
+               changed=f"bucket {bucket}, cache {cache_len}: no graph",
+               reasons=[f"{steps} decode calls ran eager: {code.co_name} is past "
+                        "torch._dynamo.config.recompile_limit (run-only for new shapes)"])
+    return steps
