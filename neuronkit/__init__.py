@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _EXPORTS: dict[str, str] = {
     "detect": "device", "resolve_device": "device", "DeviceReport": "device",
@@ -21,8 +21,10 @@ _EXPORTS: dict[str, str] = {
     "tiny_model": "models", "PlacementReport": "models",
     "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shapes", "ShapeAudit": "shapes",
     "generate": "generation", "GenerationResult": "generation", "pipeline": "pipeline",
+    "RecompileLimitWarning": "recompile_limit", "UnboundedCacheError": "static_cache",
     "fixed_shape_args": "training", "FixedLengthCollator": "training",
-    "CompileEventsCallback": "training",
+    "CompileEventsCallback": "training", "StaticShapeWarning": "training",
+    "RecompileWarning": "training",
     "merge_logs": "distributed", "rank_log_path": "distributed", "launch": "distributed",
     "CompileEvent": "events", "CompileLog": "events", "LogFormatError": "events",
     "CompileRecorder": "recorder",
@@ -43,9 +45,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
                          check_placement, load_model, load_tokenizer, tiny_model)
     from .pipeline import pipeline
+    from .recompile_limit import RecompileLimitWarning
     from .recorder import CompileRecorder
     from .shapes import Buckets, ShapeAudit, audit_shapes, plan_buckets
-    from .training import CompileEventsCallback, FixedLengthCollator, fixed_shape_args
+    from .static_cache import UnboundedCacheError
+    from .training import (CompileEventsCallback, FixedLengthCollator, RecompileWarning,
+                           StaticShapeWarning, fixed_shape_args)
 
 
 def __getattr__(name: str) -> Any:

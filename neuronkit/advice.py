@@ -11,17 +11,17 @@ counts in a merged log are per rank. Which input dimensions varied: advice_shape
 """
 from __future__ import annotations
 
-import json
-import re
 import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
-from .advice_shapes import CALLS_PER_LENGTH, _Series, consecutive, graphs_of, graphs_per_rank, groups, \
+from .advice_shapes import CALLS_PER_LENGTH, Series, consecutive, graphs_of, graphs_per_rank, groups, \
     is_generation, limit_value, per_rank, plan, scalar_guards, series
-from .events import GRAPH_KINDS, SIZE_MISMATCH, CompileEvent, CompileLog, as_events, \
-    function_labels, input_name
+from ._torch_text import short_reason
+from .events import GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels, shape_key
+
+__all__ = ["Advice", "SEVERITIES", "Severity", "diagnose"]
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[str, ...] = ("critical", "warning", "info")
@@ -51,17 +51,6 @@ class Advice:
         return "\n".join(lines)
 
 
-# -- helpers shared with report.py ------------------------------------------------------------
-def short_reason(reason: str, width: int = 48) -> str:
-    """A guard-failure reason in one short line: ``input_ids dim 1: 17 -> 33``."""
-    text = re.sub(r"^.*guard failure\(s\):\s*", "", reason.strip(), flags=re.S)
-    text = re.sub(r"^-?\s*\d+/\d+:\s*", "", text.splitlines()[0] if text else "")
-    m = SIZE_MISMATCH.search(text)
-    if m:
-        text = f"{input_name(m['name'])} dim {m['dim']}: {m['expected']} -> {m['actual']}"
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _span(values: list[int]) -> str:
     return f"{min(values)}..{max(values)}"
 
@@ -75,7 +64,7 @@ def _listed(values: list[Any], most: int = 12) -> str:
     return shown + (f", … ({len(values) - most} more)" if len(values) > most else "")
 
 
-def _names(group: list[_Series]) -> str:
+def _names(group: list[Series]) -> str:
     head = f"{group[0].name} dim {group[0].dim}"
     rest = [f"{s.name} dim {s.dim}" for s in group[1:]]
     if len(rest) > 2:
@@ -113,7 +102,7 @@ def _shape_findings(function: str, events: list[CompileEvent]) -> list[Advice]:
     return found
 
 
-def _buckets(function: str, group: list[_Series], events: list[CompileEvent],
+def _buckets(function: str, group: list[Series], events: list[CompileEvent],
              graphs: int) -> Advice:
     values = group[0].distinct
     buckets = plan([v for _, v in group[0].values])
@@ -138,7 +127,7 @@ def _buckets(function: str, group: list[_Series], events: list[CompileEvent],
         "buckets": buckets})
 
 
-def _batch_change(function: str, group: list[_Series], events: list[CompileEvent],
+def _batch_change(function: str, group: list[Series], events: list[CompileEvent],
                   graphs: int, generation: bool) -> Advice:
     s = group[0]
     order = [v for _, v in s.values]
@@ -178,7 +167,7 @@ def _batch_change(function: str, group: list[_Series], events: list[CompileEvent
         "dataloader_drop_last=True)", "warning", {**nums, "extra_graphs": len(values) - 1})
 
 
-def _cache_growth(function: str, group: list[_Series], graphs: int) -> Advice:
+def _cache_growth(function: str, group: list[Series], graphs: int) -> Advice:
     s = group[0]
     values = s.distinct
     return Advice(
@@ -194,7 +183,7 @@ def _cache_growth(function: str, group: list[_Series], graphs: int) -> Advice:
          "distinct": len(values), "graphs": graphs})
 
 
-def _dynamic_cache(function: str, groups: list[list[_Series]], graphs: int) -> Advice:
+def _dynamic_cache(function: str, groups: list[list[Series]], graphs: int) -> Advice:
     values = groups[0][0].distinct
     names = ", ".join(f"{g[0].name} dim {g[0].dim}" for g in groups[:4])
     return Advice(
@@ -301,7 +290,7 @@ def _limit_hits(function: str, events: list[CompileEvent], ranks: list[int]) -> 
 
 
 def _shapes(events: list[CompileEvent]) -> set[str]:
-    return {json.dumps(e.input_shapes, sort_keys=True) for e in events}
+    return {shape_key(e) for e in events}
 
 
 def _why(e: CompileEvent) -> str:
@@ -363,7 +352,7 @@ def _ranks(events: list[CompileEvent], labels: dict[tuple[str, str], str]) -> li
     for e in events:
         if e.kind in GRAPH_KINDS:
             seen[e.rank].add((labels[e.function, e.location],
-                               json.dumps(e.input_shapes, sort_keys=True)))
+                               shape_key(e)))
         seen.setdefault(e.rank, set())
     if len(seen) < 2 or len({frozenset(s) for s in seen.values()}) == 1:
         return []

@@ -2,35 +2,36 @@
 
 ``diagnose()`` (advice.py) words the findings; this module only counts and compares events. A
 merged log holds every rank's events, so counts are taken per rank. Every input
-dimension becomes a ``_Series`` of the values it took, completed from the guard-failure reasons
+dimension becomes a ``Series`` of the values it took, completed from the guard-failure reasons
 where the recorder saw no shapes; dimensions that changed together form one group (input_ids
 and attention_mask), each with a role: the batch size, a KV-cache length or a sequence length.
 """
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .events import GRAPH_KINDS, SIZE_MISMATCH, CompileEvent, input_name
+from ._torch_text import CACHE_NAME, input_name, limit_value_in, scalar_guard, size_mismatches
+from .events import GRAPH_KINDS, CompileEvent, graphs, shape_key
 
-_CACHE_NAME = re.compile(r"past_key_values|key_cache|value_cache|layers\[\d+\]\.(keys|values)")
-_LIMIT = re.compile(r"recompile_limit\W*\(?(\d+)|currently set to (\d+)")
+__all__ = ["CALLS_PER_LENGTH", "Series", "consecutive", "graphs_of", "graphs_per_rank", "groups",
+           "is_generation", "limit_value", "per_rank", "plan", "scalar_guards", "series"]
+
 
 
 def graphs_per_rank(events: list[CompileEvent]) -> int:
     """Graphs of one function: the most on any rank (a merged log repeats them once per rank)."""
     counts: dict[int, int] = defaultdict(int)
     for e in events:
-        counts[e.rank] += e.kind in GRAPH_KINDS
+        counts[e.rank] += graphs([e])
     return max(counts.values(), default=0)
 
 
 def graphs_of(events: list[CompileEvent]) -> int:
     """Distinct graphs of one function over all ranks (by input shapes), at least any rank's count."""
-    shapes = {json.dumps(e.input_shapes, sort_keys=True) for e in events
+    shapes = {shape_key(e) for e in events
               if e.kind in GRAPH_KINDS}
     return max(len(shapes), graphs_per_rank(events))
 
@@ -49,14 +50,14 @@ def limit_value(hits: list[CompileEvent]) -> int | None:
         note = e.metrics.get("limit")
         if isinstance(note, dict) and isinstance(note.get("value"), int):
             return note["value"]
-        m = _LIMIT.search(" ".join(e.reasons) + json.dumps(e.metrics, default=str))
-        if m:
-            return int(m[1] or m[2])
+        value = limit_value_in(" ".join(e.reasons) + json.dumps(e.metrics, default=str))
+        if value is not None:
+            return value
     return None
 
 
 @dataclass
-class _Series:
+class Series:
     """The values one input dimension took, in event order."""
 
     name: str
@@ -74,40 +75,40 @@ class _Series:
         is_1d = self.ndim == 1 or (self.ndim is None and "position" in self.name)
         if self.dim == 0 and not is_1d:
             return "batch"
-        return "cache" if _CACHE_NAME.search(self.name) else "length"
+        return "cache" if CACHE_NAME.search(self.name) else "length"
 
 
-def series(events: list[CompileEvent]) -> dict[tuple[str, int], _Series]:
+def series(events: list[CompileEvent]) -> dict[tuple[str, int], Series]:
     """Input dimensions from the recorded shapes, completed from the guard-failure reasons."""
-    out: dict[tuple[str, int], _Series] = {}
+    out: dict[tuple[str, int], Series] = {}
     for i, e in enumerate(events):
         for raw, dims in (e.input_shapes or {}).items():
             for d, v in enumerate(dims or []):
                 if isinstance(v, int):
                     name = input_name(raw)
-                    out.setdefault((name, d), _Series(name, d, len(dims))).values.append((i, v))
-    from_reasons: dict[tuple[str, int], _Series] = {}
+                    out.setdefault((name, d), Series(name, d, len(dims))).values.append((i, v))
+    from_reasons: dict[tuple[str, int], Series] = {}
     for i, e in enumerate(events):
         for reason in e.reasons:
-            for m in SIZE_MISMATCH.finditer(reason):
-                key = (input_name(m["name"]), int(m["dim"]))
+            for name, dim, expected, actual in size_mismatches(reason):
+                key = (name, dim)
                 if key in out:
                     continue
-                s = from_reasons.setdefault(key, _Series(key[0], key[1], None))
+                s = from_reasons.setdefault(key, Series(key[0], key[1], None))
                 if not s.values:  # the first graph's value is what the first recompile expected
-                    s.values.append((-1, int(m["expected"])))
+                    s.values.append((-1, expected))
                 if s.values[-1][0] != i:
-                    s.values.append((i, int(m["actual"])))
+                    s.values.append((i, actual))
     out.update(from_reasons)
     return out
 
 
-def groups(found: dict[tuple[str, int], _Series], graph_at: set[int]) -> list[list[_Series]]:
+def groups(found: dict[tuple[str, int], Series], graph_at: set[int]) -> list[list[Series]]:
     """Varying dimensions grouped when they changed together (input_ids and attention_mask).
 
     Only graph events decide the grouping: a limit hit's shapes may be known only in part.
     """
-    grouped: dict[tuple[bool, tuple], list[_Series]] = {}
+    grouped: dict[tuple[bool, tuple], list[Series]] = {}
     for s in found.values():
         if len(s.distinct) > 1:
             together = tuple((i, v) for i, v in s.values if i in graph_at or i < 0)
@@ -117,14 +118,11 @@ def groups(found: dict[tuple[str, int], _Series], graph_at: set[int]) -> list[li
 
 
 def is_generation(function: str, events: list[CompileEvent],
-                  found: dict[tuple[str, int], _Series]) -> bool:
+                  found: dict[tuple[str, int], Series]) -> bool:
     """Whether the events come from ``generate()``: a decoding wrapper or a KV cache."""
     text = " ".join(r for e in events for r in e.reasons)
     return (function == "wrapper" or "past_key_values" in text
-            or any(_CACHE_NAME.search(n) or "cache_position" in n for n, _ in found))
-
-
-_SCALAR_GUARD = re.compile(r"^\s*-?\s*(?:\d+/\d+:\s*)?(?P<name>[\w.\[\]'\"]+) == (?P<value>-?\d+)\b")
+            or any(CACHE_NAME.search(n) or "cache_position" in n for n, _ in found))
 
 
 def scalar_guards(events: list[CompileEvent]) -> dict[str, list[int]]:
@@ -132,15 +130,15 @@ def scalar_guards(events: list[CompileEvent]) -> dict[str, list[int]]:
     first reason of each event: the guard of the graph used last)."""
     found: dict[str, list[int]] = defaultdict(list)
     for e in events:
-        m = _SCALAR_GUARD.match(e.reasons[0]) if e.reasons else None
-        if m:
-            found[input_name(m["name"])].append(int(m["value"]))
+        guard = scalar_guard(e.reasons[0]) if e.reasons else None
+        if guard:
+            found[guard[0]].append(guard[1])
     return dict(found)
 
 
 def consecutive(values: list[int]) -> bool:
     """Four or more values one apart: what a cache growing by one token per step leaves."""
-    return len(values) >= 4 and all(b - a == 1 for a, b in zip(values, values[1:]))
+    return len(values) >= 4 and all(b - a == 1 for a, b in zip(values, values[1:], strict=False))
 
 
 # A log shows which lengths compiled, not how often they will come back: assume each one recurs

@@ -16,6 +16,8 @@ from pathlib import Path
 DEFAULT_CACHE_DIR = "/var/tmp/neuron-compile-cache"
 STATES = ("ok", "failed", "locked", "empty")
 
+__all__ = ["inspect_cache", "CacheReport", "default_cache_dir", "human_size"]
+
 
 @dataclass
 class CacheEntry:
@@ -83,16 +85,18 @@ class CacheReport:
             lines.append("  no compiled graphs in it (no neuronxcc-*/MODULE_* folders)")
             return "\n".join(lines)
         c, newest = self.counts, self.newest
+        assert newest is not None  # there are entries
         lines += [f"  graphs     {len(self.entries)}: {c['ok']} ok, {c['failed']} failed, "
                   f"{c['locked']} locked (compiling now, or a compile that died), "
                   f"{c['empty']} empty",
                   f"  size       {human_size(self.total_size)}",
                   f"  newest     {newest.path.name} ({newest.version}, {_ago(newest.mtime)})"]
         for version, counts in self.by_version.items():
-            lines.append(f"  neuronxcc-{version}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+            lines.append(f"  neuronxcc-{version}: "
+                         + ", ".join(f"{n} {s}" for s, n in counts.items()))
         if self.failed:
-            lines.append(f"  failed entries block recompiling their graph until removed "
-                         f"(rm -r the folder, then run again):")
+            lines.append("  failed entries block recompiling their graph until removed "
+                         "(rm -r the folder, then run again):")
             for e in self.failed[:10]:
                 lines.append(f"    {e.path}" + (f"  [{e.error}]" if e.error else ""))
             if len(self.failed) > 10:

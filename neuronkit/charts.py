@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Iterable, Literal, cast
 
 from matplotlib import figure
 from matplotlib.axes import Axes
@@ -23,6 +23,8 @@ from matplotlib.lines import Line2D
 
 from .events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels,
                      short_label)
+
+__all__ = ["timeline", "graph_growth", "png_bytes", "save_png", "PNG_SIGNATURE"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LIMIT_COLOUR = "#d62728"
@@ -42,7 +44,8 @@ class Figure(figure.Figure):
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[figure.Figure, Axes]:
     """The caller's axes, or a new headless Agg figure with one axes."""
     if ax is not None:
-        return ax.figure, ax
+        # the caller's own figure (a SubFigure for a subfigure's axes, used like a Figure)
+        return cast(figure.Figure, ax.figure), ax
     fig = Figure(figsize=figsize, dpi=100)
     FigureCanvasAgg(fig)
     # fixed margins (room for the legend on the right): a layout engine would double draw time
@@ -187,7 +190,8 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     ax.set_xlabel(XLABELS[x])
     ax.set_ylabel("graphs compiled")
     ax.set_ylim(bottom=0)
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    # the stub's Locator.set_params takes no arguments; at runtime it takes **kwargs
+    ax.yaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
     ax.set_title(f"Graphs per {by}")
     ax.grid(True, alpha=0.3)
     return fig

@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+__all__ = ["main"]
+
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import doctor_report
@@ -32,7 +34,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         print(f"chart written to {save_png(timeline(log), args.png)}")
     if args.chrome_trace:
-        print(f"Chrome trace written to {log.to_chrome_trace(args.chrome_trace)} "
+        from .views.chrome_trace import write_chrome_trace
+
+        print(f"Chrome trace written to {write_chrome_trace(log, args.chrome_trace)} "
               "(open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0
 
@@ -76,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("cache", help="summarise a Neuron compile cache folder (read-only)")
     p.add_argument("dir", nargs="?", default=None,
-                   help="cache folder (default: from NEURON_CC_FLAGS or /var/tmp/neuron-compile-cache)")
+                   help="cache folder (default: from NEURON_CC_FLAGS or "
+                        "/var/tmp/neuron-compile-cache)")
     p.set_defaults(func=cmd_cache)
     return parser
 

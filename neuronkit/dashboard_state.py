@@ -17,11 +17,20 @@ import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from traitlets import Bool, Dict, Enum, HasTraits, Int, List, Unicode
 
 from .events import CompileEvent, CompileLog
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .advice import Advice
+    from .recorder import CompileRecorder
+
+__all__ = ["DashboardState", "parse_boundaries", "sweep_lengths", "chart_png", "DTYPES",
+           "PADDINGS", "SWEEP_ORDERS"]
 
 PADDINGS = ("none", "max", "buckets")
 SWEEP_ORDERS = ("growing", "random")
@@ -102,8 +111,8 @@ class DashboardState(HasTraits):
     sweep_order = Enum(SWEEP_ORDERS, default_value="growing")
     export_path = Unicode("compile-log")
     # what the session knows
-    device_options = List()
-    backend_options = List()
+    device_options: List[str] = List()
+    backend_options: List[str] = List()
     device_note = Unicode()
     source = Unicode(help="the model folder, or the replayed log file")
     loaded = Bool(False)
@@ -118,19 +127,20 @@ class DashboardState(HasTraits):
     progress_max = Int(0)
     event_count = Int(0)
     graph_counts = Dict()
-    advice = List()
+    advice: List[Advice] = List()
     generated_text = Unicode()
     run_summary = Unicode()
-    prompt_lengths = List(help="token lengths of the prompts sent so far (the planner's input)")
+    prompt_lengths: List[int] = List(
+        help="token lengths of the prompts sent so far (the planner's input)")
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None, *,
                  device: str | None = None, dtype: str | None = None, backend: str | None = None,
                  log: CompileLog | None = None, **traits: Any) -> None:
         super().__init__(**traits)
-        self.model = None
-        self.tokenizer = None
-        self.recorder = None
-        self._unsubscribe = None
+        self.model: PreTrainedModel | None = None
+        self.tokenizer: PreTrainedTokenizerBase | None = None
+        self.recorder: CompileRecorder | None = None
+        self._unsubscribe: Callable[[], None] | None = None
         self._runs = 0
         self._log = log
         if log is not None:  # replay: no torch, no model
@@ -337,19 +347,24 @@ class DashboardState(HasTraits):
     def prompt_of_length(self, n: int) -> str:
         """A prompt of about ``n`` tokens for the loaded tokenizer."""
         self._need("A sweep prompt")
+        assert self.tokenizer is not None  # loaded with the model, which _need checked
         per_repeat = max(1, len(self.tokenizer(SWEEP_TEXT, add_special_tokens=False)["input_ids"]))
         text = SWEEP_TEXT * (2 + n // per_repeat)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:n]
-        return self.tokenizer.decode(ids)
+        decoded = self.tokenizer.decode(ids)
+        assert isinstance(decoded, str)  # one sequence of ids decodes to one string
+        return decoded
 
     def _run(self, prompt: str, buckets: Any, label: str) -> Any:
         import neuronkit as nk
 
         self._runs += 1
+        assert self.tokenizer is not None  # callers checked _need() first
         length = len(self.tokenizer(prompt)["input_ids"])
         self.prompt_lengths = [*self.prompt_lengths, length]
         compile_ = self.backend != NO_COMPILE
         self._match_recorder()  # the backend may have been changed since Load
+        assert self.recorder is not None  # _match_recorder made one
         with self.recorder.context(label):
             result = nk.generate(self.model, self.tokenizer, [prompt],
                                  max_new_tokens=self.max_new_tokens, buckets=buckets,

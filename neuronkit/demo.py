@@ -13,7 +13,10 @@ from pathlib import Path
 WORDS = ("the quick brown fox jumps over a lazy dog while the compiler builds one graph for "
          "every shape it sees so keep shapes static and pad to buckets").split()
 
-NEURON_COMPILE_COST_S = 60.0  # a typical neuronx-cc compile of a small graph; real ones take minutes
+# a typical neuronx-cc compile of a small graph; real ones take minutes
+NEURON_COMPILE_COST_S = 60.0
+
+__all__ = ["run_demo", "NEURON_COMPILE_COST_S"]
 
 
 def mixed_prompts(count: int, seed: int = 0) -> list[str]:

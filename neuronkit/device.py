@@ -20,9 +20,14 @@ DEFAULT_CPU_BACKEND = "eager"
 BUILTIN_BACKENDS = ("eager", "aot_eager", "inductor")  # always registered by torch
 DEVICE_TYPES = ("neuron", "cuda", "cpu")
 
+__all__ = ["detect", "resolve_device", "DeviceReport", "NeuronNotFoundError",
+           "DeviceFallbackWarning", "package_version", "import_neuronx", "neuron_dynamo_metrics",
+           "cpu_backend", "CPU_BACKEND_ENV", "DEFAULT_CPU_BACKEND"]
+
 INSTALL_HINT = (
-    "Install torch-neuronx from the AWS Neuron repository on a Trainium (trn1/trn2) or Inferentia2 "
-    "instance (pip install torch-neuronx --extra-index-url=https://pip.repos.neuron.amazonaws.com), "
+    "Install torch-neuronx from the AWS Neuron repository on a Trainium (trn1/trn2) or "
+    "Inferentia2 instance "
+    "(pip install torch-neuronx --extra-index-url=https://pip.repos.neuron.amazonaws.com), "
     "or use an AWS Deep Learning AMI/Container for Neuron; then check `neuronkit doctor`. "
     "To run here anyway, pass device='cpu' (or None for automatic choice)."
 )
@@ -159,7 +164,8 @@ def detect(cpu_backend_name: str | None = None) -> DeviceReport:
                 "transformers": package_version("transformers"),
                 "torch-neuronx": package_version("torch-neuronx")}
     module = sys.modules.get("torch_neuronx")
-    if module is not None and getattr(module, "__version__", None) and not versions["torch-neuronx"]:
+    if (module is not None and getattr(module, "__version__", None)
+            and not versions["torch-neuronx"]):
         versions["torch-neuronx"] = str(module.__version__)
     notes: list[str] = []
     if count:
@@ -191,7 +197,7 @@ def _python_version() -> str:
 
 
 def resolve_device(requested: str | None = None) -> str:
-    """Turn ``None``/``"auto"``/``"neuron"``/``"cuda"``/``"cpu"`` (with ``:N``) into a device string.
+    """``None``/``"auto"``/``"neuron"``/``"cuda"``/``"cpu"`` (with ``:N``) -> a device string.
 
     ``None`` and ``"auto"`` pick neuron, else cuda, else cpu, and warn when Neuron was not found.
     Asking for a device that is not there raises, with what to do about it.
@@ -214,7 +220,8 @@ def resolve_device(requested: str | None = None) -> str:
         if count == 0:
             found = "torch-neuronx is not installed" if _neuron_namespace() is None else \
                 "torch-neuronx is installed but reports no Neuron devices"
-            raise NeuronNotFoundError(f"device {requested!r} asked for, but {found}. {INSTALL_HINT}")
+            raise NeuronNotFoundError(
+                f"device {requested!r} asked for, but {found}. {INSTALL_HINT}")
         if index and int(index) >= count:
             raise NeuronNotFoundError(f"device {requested!r} asked for, but only {count} Neuron "
                                       f"device(s) exist (neuron:0 .. neuron:{count - 1})")

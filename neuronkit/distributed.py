@@ -81,7 +81,14 @@ def find_rank_logs(folder: str | os.PathLike[str], newer_than: float | None = No
         return []
     found = [p for p in folder.glob("*.rank*.jsonl") if _RANK_IN_NAME.search(p.name)
              and (newer_than is None or p.stat().st_mtime >= newer_than)]
-    return sorted(found, key=lambda p: (int(_RANK_IN_NAME.search(p.name).group(1)), p.name))
+    return sorted(found, key=_by_rank)
+
+
+def _by_rank(path: Path) -> tuple[int, str]:
+    """Sort key of a ``*.rank<N>.jsonl`` path: (N, name)."""
+    match = _RANK_IN_NAME.search(path.name)
+    assert match is not None  # find_rank_logs keeps only names that match
+    return int(match.group(1)), path.name
 
 
 def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.PathLike[str]
@@ -101,9 +108,13 @@ def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.P
             raise ValueError(f"no *.rank<N>.jsonl logs in {folder}")
     logs: list[CompileLog] = []
     owner: dict[int, str] = {}
+    path: Path | None
     for item in paths:
-        path = None if isinstance(item, CompileLog) else Path(item)
-        log = item if path is None else CompileLog.load(path)
+        if isinstance(item, CompileLog):
+            path, log = None, item
+        else:
+            path = Path(item)
+            log = CompileLog.load(path)
         where = str(path or log.path or f"log #{len(logs)}")
         file_rank = _rank_of(log, path or log.path)
         if file_rank is not None:
@@ -316,7 +327,7 @@ def _failure(lines: list[str], returncode: int, tail: int) -> str:
             head += f"\n(other ranks stopped too: {', '.join(others)})"
     shown = own or _worker_lines(lines) or lines
     last = "\n".join(f"  | {ln}" for ln in shown[-tail:])
-    whose = f"rank {root[0]}'s" if own else "the"
+    whose = f"rank {root[0]}'s" if own and root is not None else "the"
     return f"{head}\n{whose} last {min(tail, len(shown))} lines:\n{last}"
 
 

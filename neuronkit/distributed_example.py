@@ -16,8 +16,11 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .distributed import rank, world_size
+
+__all__ = ["main"]
 
 TEXT = ("the compiler builds one graph for every input shape it sees so a training run that pads "
         "each batch to its own length compiles again and again while fixed shapes compile once")
@@ -46,7 +49,8 @@ def _load_sharded(model_path, parallelism: str):
 
     device = detect().device
     world = world_size()
-    config = DistributedConfig(**{parallelism: world})
+    sizes: dict[str, Any] = {parallelism: world}
+    config = DistributedConfig(**sizes)
     model = load_model(model_path, device=device, dtype=_dtype(device), distributed_config=config)
     return world, load_tokenizer(model_path), model.train()
 

@@ -11,6 +11,8 @@ from .device import CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, DeviceReport, detect, 
 
 STALE_LOCK_S = 3600.0
 
+__all__ = ["doctor_report"]
+
 
 @dataclass
 class Check:
@@ -26,7 +28,8 @@ def _detect() -> tuple[DeviceReport, Check | None]:
     try:
         return detect(), None
     except ValueError as exc:
-        check = Check("warn", "cpu backend", f"${CPU_BACKEND_ENV}={os.environ.get(CPU_BACKEND_ENV)!r}"
+        check = Check("warn", "cpu backend",
+                      f"${CPU_BACKEND_ENV}={os.environ.get(CPU_BACKEND_ENV)!r}"
                       f" is not usable ({exc}); using {DEFAULT_CPU_BACKEND!r}. Fix: unset it "
                       "or name a backend from torch.compiler.list_backends()")
         return detect(DEFAULT_CPU_BACKEND), check
@@ -49,8 +52,9 @@ def checks(report: DeviceReport, cache: CacheReport | None) -> list[Check]:
         out.append(Check("ok", "neuron devices", f"{report.device_count} found; tensors go to "
                          "'neuron' / 'neuron:N'"))
     elif report.versions.get("torch-neuronx"):
-        out.append(Check("warn", "neuron devices", "torch-neuronx is installed but sees no device."
-                         " Fix: run on a trn1/trn2/inf2 instance; check `neuron-ls` and the driver"))
+        out.append(Check("warn", "neuron devices", "torch-neuronx is installed but sees no "
+                         "device. Fix: run on a trn1/trn2/inf2 instance; check `neuron-ls` and "
+                         "the driver"))
     else:
         out.append(Check("warn", "neuron devices", f"no Neuron device found: running on "
                          f"{report.device} with the {report.compile_backend!r} backend instead. "
@@ -101,9 +105,9 @@ def _cache_checks(cache: CacheReport | None) -> list[Check]:
     stale = [e for e in cache.entries
              if e.state == "locked" and time.time() - e.mtime > STALE_LOCK_S]
     if stale:
-        out.append(Check("warn", "stale locks", f"{len(stale)} entry folder(s) locked for over an hour: "
-                         "a compile probably died and others wait on it. Fix: remove those folders "
-                         "when no compile is running"))
+        out.append(Check("warn", "stale locks", f"{len(stale)} entry folder(s) locked for over "
+                         "an hour: a compile probably died and others wait on it. Fix: remove "
+                         "those folders when no compile is running"))
     if not out:
         out.append(Check("ok", "compile cache", "no failed entries, no stale locks"))
     return out

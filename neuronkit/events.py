@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import threading
 import warnings
 from collections import defaultdict
@@ -20,25 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+__all__ = ["CompileEvent", "CompileLog", "EventKind", "FORMAT", "FORMAT_VERSION", "GRAPH_KINDS",
+           "KINDS", "LogFormatError", "as_events", "compile_seconds", "function_labels", "graphs",
+           "shape_key", "short_label"]
+
 FORMAT = "neuronkit-compile-log"
 FORMAT_VERSION = 1
 
 EventKind = Literal["first", "recompile", "limit_hit", "failed", "eager_fallback"]
 KINDS: tuple[str, ...] = ("first", "recompile", "limit_hit", "failed", "eager_fallback")
 GRAPH_KINDS: tuple[str, ...] = ("first", "recompile")  # the kinds that build a graph
-
-# torch's guard-failure text for a changed dimension, and the source names it quotes
-SIZE_MISMATCH = re.compile(r"tensor '(?P<name>.+?)' size mismatch at index (?P<dim>\d+)\. "
-                           r"expected (?P<expected>-?\d+), actual (?P<actual>-?\d+)")
-_SOURCE = re.compile(r"\b(?:L|G|kwargs|args)\[['\"]([^'\"]+)['\"]\]")
-
-
-def input_name(source: str) -> str:
-    """Dynamo's source text -> the user-facing input name: ``L['input_ids']`` -> ``input_ids``,
-    ``kwargs['cache'].layers[0].keys`` -> ``cache.layers[0].keys`` (one pass, so
-    ``L['kwargs']['cache']`` -> ``kwargs['cache']``, as guards print it)."""
-    return _SOURCE.sub(r"\1", source.strip())
-
 
 class LogFormatError(ValueError):
     """The file is not a neuronkit compile log, or was written by a newer neuronkit."""
@@ -77,16 +67,19 @@ class CompileEvent:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def default_header(device: str = "", backend: str = "", **extra: Any) -> dict[str, Any]:
-    """The header line: format, versions, device and backend."""
-    from . import __version__
-    from .device import package_version
+def graphs(events: Iterable[CompileEvent]) -> int:
+    """How many of the events built a graph (first compiles and recompiles)."""
+    return sum(1 for e in events if e.kind in GRAPH_KINDS)
 
-    versions: dict[str, Any] = {"neuronkit": __version__}
-    for name in ("torch", "transformers", "torch_neuronx"):
-        versions[name] = package_version(name.replace("_", "-"))
-    return {"format": FORMAT, "version": FORMAT_VERSION, **versions,
-            "device": device, "backend": backend, **extra}
+
+def compile_seconds(events: Iterable[CompileEvent]) -> float:
+    """The compile seconds of the events (Dynamo's ``duration_s``)."""
+    return sum(float(e.duration_s or 0.0) for e in events)
+
+
+def shape_key(event: CompileEvent) -> str:
+    """A hashable key of an event's input shapes (equal shapes, equal keys)."""
+    return json.dumps(event.input_shapes, sort_keys=True)
 
 
 def as_events(log_or_events: "CompileLog | Iterable[CompileEvent]") -> list[CompileEvent]:
@@ -135,7 +128,8 @@ class CompileLog:
     def __init__(self, events: Iterable[CompileEvent] = (), header: dict[str, Any] | None = None,
                  path: str | os.PathLike[str] | None = None) -> None:
         self.events: list[CompileEvent] = list(events)
-        self.header: dict[str, Any] = dict(header) if header else default_header()
+        self.header: dict[str, Any] = dict(header) if header else {"format": FORMAT,
+                                                                   "version": FORMAT_VERSION}
         self.path: Path | None = Path(path) if path is not None else None
         self.wall_time_s: float | None = self.header.get("wall_time_s")
         self._lock = threading.Lock()
@@ -239,7 +233,7 @@ class CompileLog:
 
     @property
     def total_compile_s(self) -> float:
-        return sum(e.duration_s for e in self.events)
+        return compile_seconds(self.events)
 
     def compile_share(self, events: Iterable[CompileEvent] | None = None) -> float | None:
         """Compile seconds / wall time, per rank: the most any one rank spent compiling.
@@ -293,47 +287,11 @@ class CompileLog:
             row["compile_s"] += e.duration_s
             events[key].append(e)
         for key, row in rows.items():
-            row["distinct_shapes"] = len({json.dumps(e.input_shapes, sort_keys=True)
-                                          for e in events[key]})
+            row["distinct_shapes"] = len({shape_key(e) for e in events[key]})
             n = row["graphs"] + row["failed"]
             row["mean_s"] = row["compile_s"] / n if n else 0.0
             row["share_of_wall"] = self.compile_share(events[key])
         return list(rows.values())
-
-    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
-        """Write a Chrome trace (Perfetto / chrome://tracing): one slice per event.
-
-        One process per rank, one thread row per function; times are relative to the first event.
-        """
-        events = list(self.events)
-        t0 = min((e.started_at for e in events), default=0.0)
-        labels = function_labels(events)
-        tids: dict[tuple[int, str], int] = {}
-        trace: list[dict[str, Any]] = []
-        for e in events:
-            label = labels[e.function, e.location]
-            key = (e.rank, label)
-            if key not in tids:
-                tids[key] = len(tids) + 1
-                trace.append({"name": "thread_name", "ph": "M", "pid": e.rank, "tid": tids[key],
-                              "args": {"name": label or "?"}})
-            trace.append({
-                "name": f"{label} [{e.kind}]", "cat": "compile", "ph": "X",
-                "ts": round((e.started_at - t0) * 1e6, 3),
-                "dur": round(max(e.duration_s, 0.0) * 1e6, 3),
-                "pid": e.rank, "tid": tids[key],
-                "args": {"compile_id": e.compile_id, "kind": e.kind, "location": e.location,
-                         "changed": e.changed, "reasons": e.reasons, "context": e.context,
-                         "input_shapes": e.input_shapes, "graph_count": e.graph_count},
-            })
-        for rank in sorted({e.rank for e in events}):
-            trace.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0,
-                          "args": {"name": f"rank {rank}"}})
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}, default=str),
-                       encoding="utf-8")
-        return out
 
     @classmethod
     def merge(cls, logs: Iterable["CompileLog"]) -> "CompileLog":
@@ -343,7 +301,7 @@ class CompileLog:
                         key=lambda e: (e.started_at, e.rank))
         for seq, e in enumerate(events):
             e.seq = seq
-        header = dict(logs[0].header) if logs else default_header()
+        header = dict(logs[0].header) if logs else {"format": FORMAT, "version": FORMAT_VERSION}
         header["ranks"] = sorted({e.rank for e in events})
         walls = [log.wall_time_s for log in logs if log.wall_time_s]
         if walls:

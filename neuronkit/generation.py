@@ -23,11 +23,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .events import GRAPH_KINDS
+from .events import CompileEvent, compile_seconds, graphs
 from .models import PadTokenWarning, pad_token_id  # noqa: F401  (PadTokenWarning: re-exported)
 from .recompile_limit import LEDGER, LimitFit, fitted_limit, record_eager_batch, warn_if_no_room
 from .shapes import Buckets, plan_buckets
 from .static_cache import bounded_static_cache
+
+__all__ = ["BatchTiming", "GenerationResult", "cache_length", "generate"]
 
 DEFAULT_BATCH_SIZE = 4
 MIN_NEW_TOKEN_ROOM = 32
@@ -69,7 +71,7 @@ class GenerationResult:
     timings: list[BatchTiming]
     tokens_per_s: float              # new tokens of real rows / wall_s (compiles included)
     padding_waste: float             # padded fraction of all prompt positions, dummy rows included
-    events: list[Any]                # CompileEvents recorded during the call
+    events: list[CompileEvent]       # compile events recorded during the call
     buckets: Buckets | None          # None: each batch padded to its own longest prompt
     wall_s: float
     device: str = "cpu"
@@ -91,11 +93,11 @@ class GenerationResult:
     @property
     def graphs(self) -> int:
         """Compiles during the call (first compiles and recompiles)."""
-        return sum(1 for e in self.events if getattr(e, "kind", "") in GRAPH_KINDS)
+        return graphs(self.events)
 
     @property
     def compile_s(self) -> float:
-        return sum(float(getattr(e, "duration_s", 0.0) or 0.0) for e in self.events)
+        return compile_seconds(self.events)
 
     @property
     def cache_lengths(self) -> list[int]:
@@ -208,7 +210,7 @@ def _compile_kwargs(model, compile: bool, backend: Any, kwargs: dict) -> tuple[d
 
         backend = cpu_backend(backend)  # validates the name
     cc = CompileConfig(backend=backend, mode="default", dynamic=False)
-    cc._compile_all_devices = True     # transformers compiles only on cuda/xpu/neuron/tpu otherwise
+    cc._compile_all_devices = True  # type: ignore[assignment]  # else only cuda/xpu/neuron/tpu
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", "custom")
     return {"compile_config": cc}, name
 
@@ -372,8 +374,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                                            real_rows=len(chunk), prefill_s=first - t0,
                                            decode_s=t1 - first, new_tokens=new_total,
                                            compiles=len(rec.events) - seen,
-                                           compile_s=sum(e.duration_s or 0.0
-                                                         for e in rec.events[seen:])))
+                                           compile_s=compile_seconds(rec.events[seen:])))
                 if planned:
                     with rec.context(label):
                         eager_calls += record_eager_batch(

@@ -4,8 +4,8 @@
 would land on CPU without a word. ``load_model`` always passes an explicit ``device_map`` and
 then checks that every parameter and buffer really sits on the intended device.
 
-``tiny_model()`` builds a tiny Qwen3 (107k parameters, 430 KB) with a byte-level BPE tokenizer trained
-offline on text shipped with the package, so everything works without a network.
+``tiny_model()`` builds a tiny Qwen3 (107k parameters, 430 KB) with a byte-level BPE tokenizer
+trained offline on text shipped with the package, so everything works without a network.
 """
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ TINY_RECIPE = 1  # bump when the recipe below changes: existing builds are then 
 STAMP_FILE = "neuronkit-build.json"
 PAD, EOS = "<|pad|>", "<|endoftext|>"
 DTYPES = ("bfloat16", "float32", "float16", "auto")
+
+__all__ = ["load_model", "load_tokenizer", "check_placement", "tiny_model", "neuronkit_home",
+           "pad_token_id", "PlacementReport", "ModelNotFoundError", "DeviceMapWarning",
+           "PlacementWarning", "PadTokenWarning"]
 
 
 class DeviceMapWarning(UserWarning):
@@ -137,7 +141,8 @@ def _build_into(folder: Path) -> None:
                          pad_token_id=pad_id, bos_token_id=eos_id, eos_token_id=eos_id)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = Qwen3ForCausalLM(config).to(torch.float32).eval()
+        # PreTrainedModel.to is @functools.wraps(Module.to): mypy takes the dtype for `self`
+        model = Qwen3ForCausalLM(config).to(torch.float32).eval()  # type: ignore[arg-type]
     model.generation_config = GenerationConfig(do_sample=False, pad_token_id=pad_id,
                                                eos_token_id=eos_id, bos_token_id=eos_id)
     with _quiet_progress():
@@ -229,7 +234,7 @@ def check_placement(model: torch.nn.Module, device: str | torch.device | None = 
         counts: dict[str, int] = {}
         for _, t in tensors:
             counts[t.device.type] = counts.get(t.device.type, 0) + t.numel()
-        device = max(counts, key=counts.get) if counts else "cpu"
+        device = max(counts, key=lambda kind: counts[kind]) if counts else "cpu"
     want = _parse_device(device)
     stragglers = {name: str(t.device) for name, t in tensors if not _matches(t.device, want)}
     return PlacementReport(device=str(device), checked=len(tensors), stragglers=stragglers)

@@ -9,7 +9,7 @@ one limit. Past it torch marks the code run-only and runs every new shape eager,
 :func:`fitted_limit` raises the limit for one ``nk.generate`` call to the graphs the code holds
 already plus the graphs the call plans (scoped, restored afterwards, never lowered), and lets a
 run-only code compile again. :class:`DecodeLedger` remembers which batch shapes compiled, so a
-batch that ran eager is counted exactly. Like ``recorder_sources``, it reads Dynamo internals.
+batch that ran eager is counted exactly. With ``sources/dynamo.py``, the only module reading Dynamo internals.
 """
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def fitted_limit(model: Any, planned: int) -> Iterator[LimitFit]:
     before, accumulated = _limits()
     limit = max(before, held + planned)
     reenable = code is not None and held >= before and limit > held
-    if reenable:  # torch marked it run-only at the limit; with room now, let it compile again
+    if reenable and code is not None:  # run-only since the limit; with room now, compile again
         set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
         LEDGER.hit.discard(code)
     LEDGER.begin(model)

@@ -4,9 +4,9 @@
         model(x)                      # any torch.compile work
     rec.events                        # [CompileEvent(function="forward", kind="first", ...), ...]
 
-Events come from ``recorder_sources`` (torch's structured trace, read in process); these two
-modules are the only ones that touch ``torch._dynamo`` / ``torch._logging`` internals. Several
-recorders may be active at once: each sees every compile. A recorder may be started again after
+Events come from the sources (``sources/``: torch's structured trace, read in process), which
+hand each recorder a typed CompileEvent; the recorder adds rank, context and device and owns the
+log. Several recorders may be active at once: each sees every compile. A recorder may be started again after
 ``stop()``: it continues the same log. ``log_path`` is (re)written with a header line, then each
 event is appended and flushed as it happens.
 """
@@ -14,18 +14,32 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
+import dataclasses
 import itertools
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .events import CompileEvent, CompileLog, default_header
-from .recorder_sources import TAP, say
+from .events import FORMAT, FORMAT_VERSION, CompileEvent, CompileLog
+from .sources.dynamo import TAP, say
+
+__all__ = ["CompileRecorder", "default_header", "default_rank"]
 
 
 _IDS = itertools.count()  # names each recorder's ContextVar
+
+
+def default_header(device: str = "", backend: str = "", **extra: Any) -> dict[str, Any]:
+    """The header line: format, versions, device and backend."""
+    from ._version import __version__
+    from .device import package_version
+
+    versions: dict[str, Any] = {"neuronkit": __version__}
+    for name in ("torch", "transformers", "torch_neuronx"):
+        versions[name] = package_version(name.replace("_", "-"))
+    return {"format": FORMAT, "version": FORMAT_VERSION, **versions,
+            "device": device, "backend": backend, **extra}
 
 
 def default_rank() -> int:
@@ -80,8 +94,8 @@ class CompileRecorder:
         self._default_context = str(context)
         self._context = contextvars.ContextVar(f"neuronkit_context_{next(_IDS)}",
                                                default=self._default_context)
-        self._notes: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
-            f"neuronkit_notes_{next(_IDS)}", default={})
+        self._notes: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+            f"neuronkit_notes_{next(_IDS)}", default=None)
         self._subscribers: list[Callable[[CompileEvent], Any]] = []
         self._started: float | None = None
         self._wall_s = 0.0
@@ -101,14 +115,14 @@ class CompileRecorder:
             from .device import import_neuronx
 
             import_neuronx()  # its dynamo metrics enrich the events
-            TAP.add(self)
+            TAP.attach(self)
             self._started = time.perf_counter()
         return self
 
     def stop(self) -> CompileRecorder:
         """Stop recording; torch's logging is left as it was found once no recorder is active."""
         if self._started is not None:
-            TAP.remove(self)
+            TAP.detach(self)
             self._wall_s += time.perf_counter() - self._started
             self._started = None
             try:
@@ -153,7 +167,7 @@ class CompileRecorder:
     def annotate(self, **notes: Any) -> Iterator[CompileRecorder]:
         """``with rec.annotate(recompile_limit={...}):`` adds the notes to the ``metrics`` of
         every event recorded inside (this thread / context only), e.g. what a workload did."""
-        token = self._notes.set({**self._notes.get(), **notes})
+        token = self._notes.set({**(self._notes.get() or {}), **notes})
         try:
             yield self
         finally:
@@ -190,16 +204,16 @@ class CompileRecorder:
         """Add an event that a workload observed itself (e.g. ``kind="eager_fallback"``: calls
         torch ran uncompiled after a limit hit, which leave no trace record). The recorder adds
         rank, context, device and backend, as for a compile; returns the event."""
-        return self._record(fields)
+        return self.receive(CompileEvent(**fields))
 
-    def _record(self, raw: dict[str, Any]) -> CompileEvent:
-        raw = copy.deepcopy(raw)
-        device = raw.pop("device", None) or self.device  # torch's word first, else the setting
+    def receive(self, event: CompileEvent) -> CompileEvent:
+        """Take a source's event: this recorder's copy gets its rank, context, device (torch's
+        word first, else the setting), backend and notes, is logged and handed to subscribers."""
         notes = self._notes.get()
-        if notes:
-            raw["metrics"] = {**raw.get("metrics", {}), **copy.deepcopy(notes)}
-        event = CompileEvent(**raw, device=device, rank=self.rank, context=self._context.get())
-        event.backend = event.backend or self.backend
+        event = dataclasses.replace(
+            event, device=event.device or self.device, backend=event.backend or self.backend,
+            rank=self.rank, context=self._context.get(),
+            metrics={**event.metrics, **notes} if notes else dict(event.metrics))
         self.log.append(event)
         for fn in list(self._subscribers):
             try:

@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Sequence
 
-from .advice import Advice, diagnose, short_reason
-from .events import CompileEvent, CompileLog, as_events, function_labels, input_name, short_label
+from ._torch_text import input_name, short_reason
+from .advice import Advice, diagnose
+from .events import CompileEvent, CompileLog, as_events, function_labels, short_label
+
+__all__ = ["format_advice", "format_events", "format_report", "format_summary", "table"]
 
 LIMIT_FLAG = "!!"
 
@@ -36,7 +39,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Iterable
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=False))).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 

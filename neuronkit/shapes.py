@@ -22,6 +22,9 @@ DEFAULT_COMPILE_COST_S = 60.0
 # A workload served many times pays its padding every time: multiply by the expected repeats.
 DEFAULT_TOKEN_COST_S = 1e-3
 
+__all__ = ["Buckets", "plan_buckets", "plan_cost", "audit_shapes", "ShapeAudit",
+           "DEFAULT_TOKEN_COST_S"]
+
 
 def _as_length(value: Any, what: str) -> int:
     """A positive int (bools, floats and strings are rejected), else a clear error."""
@@ -156,22 +159,22 @@ def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
             i = back[i]
         return Buckets(chosen)
 
-    # best[b][i]: cheapest cover of the first i candidates with exactly b buckets: O(k^2 * m)
+    # best_m[b][i]: cheapest cover of the first i candidates with exactly b buckets: O(k^2 * m)
     m = max_buckets
-    best = np.full((m + 1, k + 1), np.inf)
-    back = np.zeros((m + 1, k + 1), dtype=np.int64)
-    best[0][0] = 0.0
+    best_m = np.full((m + 1, k + 1), np.inf)
+    back_m = np.zeros((m + 1, k + 1), dtype=np.int64)
+    best_m[0][0] = 0.0
     for i in range(1, k + 1):
-        cost = group_cost(i)
+        cost_i = group_cost(i)
         for b in range(1, min(m, i) + 1):
-            total = best[b - 1][:i] + cost
+            total = best_m[b - 1][:i] + cost_i
             j = int(np.argmin(total))
-            best[b][i], back[b][i] = total[j], j
-    b = 1 + pick(best[1:, k], np.arange(m))
+            best_m[b][i], back_m[b][i] = total[j], j
+    b = 1 + pick(best_m[1:, k], np.arange(m))
     chosen, i = [], k
     while b > 0:
         chosen.append(int(cands[i - 1]))
-        i, b = int(back[b][i]), b - 1
+        i, b = int(back_m[b][i]), b - 1
     return Buckets(chosen)
 
 
@@ -187,8 +190,10 @@ def _shape_of(value: Any) -> tuple[int, ...] | None:
 
 def _named_tensors(batch: Any) -> dict[Any, tuple[int, ...]]:
     """{key: shape} for the tensor-like values of one batch (dict, tuple/list, or one tensor)."""
-    if _shape_of(batch) is not None:
-        return {"tensor": _shape_of(batch)}
+    shape = _shape_of(batch)
+    if shape is not None:
+        return {"tensor": shape}
+    items: Iterable[tuple[Any, Any]]
     if isinstance(batch, Mapping):                       # dict, BatchEncoding, UserDict
         items = batch.items()
     elif isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)):

@@ -13,7 +13,6 @@ does on every device and the recompiles a Trainium run would pay show up on a la
 from __future__ import annotations
 
 import os
-import re
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -22,11 +21,16 @@ from typing import Any
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
+from ._torch_text import changed_dim
 from .device import detect
-from .events import GRAPH_KINDS, CompileLog
+from .events import GRAPH_KINDS, CompileLog, compile_seconds, graphs
 from .models import pad_token_id
 from .recorder import default_rank
 from .shapes import Buckets
+
+__all__ = ["CompileEventsCallback", "FixedLengthCollator", "RecompileWarning",
+           "StaticShapeWarning", "check_static_shapes", "compiles_dynamic", "fixed_shape_args",
+           "late_compile_message"]
 
 # accelerate's TorchDynamoPlugin reads this when Trainer builds its Accelerator; Trainer itself only
 # passes dynamic=False for the "neuron" backend and leaves it to this variable everywhere else.
@@ -150,7 +154,7 @@ def _run_dynamic(args: TrainingArguments) -> bool | None:
 def check_static_shapes(args: TrainingArguments, train_dataset: Any = None,
                         eval_dataset: Any = None, *, warn: bool = True) -> list[str]:
     """Warn about a partial last batch: it has its own shape, so one more graph (both datasets)."""
-    found = []
+    found: list[str] = []
     if args.dataloader_drop_last:
         return found
     world = max(1, int(getattr(args, "world_size", 1) or 1))
@@ -201,7 +205,10 @@ class FixedLengthCollator:
 
     @property
     def limit(self) -> int:
-        return self.max_length if self.max_length is not None else self.buckets.max
+        if self.max_length is not None:
+            return self.max_length
+        assert self.buckets is not None  # __init__ requires one of the two
+        return self.buckets.max
 
     def __repr__(self) -> str:
         target = f"max_length={self.max_length}" if self.max_length else f"buckets={self.buckets!r}"
@@ -244,17 +251,20 @@ class FixedLengthCollator:
                 labels = labels[:self.limit] if labels is not None else None
             rows.append((ids, labels if labels is not None else list(ids)))
         longest = max(len(ids) for ids, _ in rows)
-        length = self.max_length if self.max_length is not None else self.buckets.fit(
-            max(longest, 1))
+        if self.max_length is not None:
+            length = self.max_length
+        else:
+            assert self.buckets is not None  # __init__ requires one of the two
+            length = self.buckets.fit(max(longest, 1))
         input_ids = torch.full((len(rows), length), self.pad_token_id, dtype=torch.long)
-        labels = torch.full((len(rows), length), IGNORE_INDEX, dtype=torch.long)
+        target = torch.full((len(rows), length), IGNORE_INDEX, dtype=torch.long)
         attention = torch.zeros((len(rows), length), dtype=torch.long)
         for r, (ids, lab) in enumerate(rows):
             n = len(ids)
             input_ids[r, :n] = torch.tensor(ids, dtype=torch.long)
-            labels[r, :n] = torch.tensor(lab, dtype=torch.long)
+            target[r, :n] = torch.tensor(lab, dtype=torch.long)
             attention[r, :n] = 1
-        return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+        return {"input_ids": input_ids, "attention_mask": attention, "labels": target}
 
 
 def _as_list(value: Any) -> list[int]:
@@ -289,23 +299,24 @@ class CompileEventsCallback(TrainerCallback):
         self._unsubscribe = None
         self._step = 0
         self._hit: Any = None            # the last limit_hit event: later calls may run eager
-        self._eager: dict[tuple[int, ...], int] = {}   # input shape -> eager calls this step
-        self._hook: Any = None
+        self._fed: list[tuple[int, ...]] = []   # input shapes of the batches built, not yet run
+        self._collate: Any = None                # (loader, its own collate_fn) while watched
 
     # the numbers added to each log line
     @property
     def graphs(self) -> int:
-        return sum(1 for e in self.events if e.kind in GRAPH_KINDS)
+        return graphs(self.events)
 
     @property
     def compile_s(self) -> float:
-        return sum(e.duration_s for e in self.events)
+        return compile_seconds(self.events)
 
     def on_train_begin(self, args, state, control, train_dataloader=None, eval_dataloader=None,
                        **kwargs):
         from .recorder import CompileRecorder
 
         self.close()                  # a previous train() that raised left its recorder running
+        self._fed, self._hit = [], None
         if self.recorder is None:
             self.recorder = CompileRecorder(log_path=self.log_path, rank=default_rank(),
                                             backend=args.torch_compile_backend,
@@ -317,7 +328,7 @@ class CompileEventsCallback(TrainerCallback):
         self.recorder.set_context(f"step {state.global_step + 1}")
         self._unsubscribe = self.recorder.subscribe(self._seen)
         if args.torch_compile:
-            self._watch_eager(kwargs.get("model"))
+            self._watch_batches(train_dataloader)
         check_static_shapes(args, getattr(train_dataloader, "dataset", None),
                             getattr(eval_dataloader, "dataset", None))
         dynamic = _run_dynamic(args)
@@ -331,37 +342,48 @@ class CompileEventsCallback(TrainerCallback):
             self.recorder.set_context(f"step {self._step}")
 
     def on_step_end(self, args, state, control, **kwargs):
-        self._record_eager()
+        self._record_eager(args.gradient_accumulation_steps)
 
-    def _watch_eager(self, model: Any) -> None:
-        """Count forward calls that run outside compiled code once a limit was hit: a hook on the
-        input embeddings is traced away where the model is compiled and runs where torch fell
-        back to eager (it adds nothing to the compiled graphs)."""
-        model = getattr(model, "_orig_mod", model)
-        embeddings = getattr(model, "get_input_embeddings", lambda: None)()
-        if embeddings is None or self._hook is not None:
+    def _watch_batches(self, loader: Any) -> None:
+        """Note the input shape of every batch the Trainer's loader builds (its ``collate_fn``
+        wrapped; restored by :meth:`close`): the shapes this run fed, without touching the model
+        (a hook on it would change what torch compiles)."""
+        loader = getattr(loader, "base_dataloader", loader)  # accelerate's wrapper iterates it
+        collate = getattr(loader, "collate_fn", None)
+        if collate is None or self._collate is not None:
             return
 
-        def count(module: Any, inputs: tuple) -> None:
-            # is_compiling() first: traced, it is True and the rest (state that changes) is
-            # never read, so the compiled graphs do not guard on it
-            if (not torch.compiler.is_compiling() and self._hit is not None and inputs
-                    and isinstance(inputs[0], torch.Tensor)):
-                shape = tuple(inputs[0].shape)
-                self._eager[shape] = self._eager.get(shape, 0) + 1
-        self._hook = embeddings.register_forward_pre_hook(count)
+        def noting(features: Any) -> Any:
+            batch = collate(features)
+            ids = batch.get("input_ids") if isinstance(batch, Mapping) else None
+            if isinstance(ids, torch.Tensor):
+                self._fed.append(tuple(ids.shape))
+            return batch
+        self._collate = (loader, collate)
+        loader.collate_fn = noting
 
-    def _record_eager(self) -> None:
-        """One ``eager_fallback`` event per input shape that ran eager during the step."""
-        if not self._eager or self.recorder is None or self._hit is None:
+    def _record_eager(self, batches: int | None = None) -> None:
+        """After a limit hit, each batch whose shape the hit function never compiled ran eager
+        (torch records nothing for it): one ``eager_fallback`` event per such shape and step.
+        ``batches``: how many of the noted batches the step used (the loader builds one ahead)."""
+        take = len(self._fed) if batches is None else min(batches, len(self._fed))
+        fed, self._fed = self._fed[:take], self._fed[take:]
+        hit = self._hit
+        if hit is None or self.recorder is None:
             return
-        hit, eager = self._hit, self._eager
-        self._eager = {}
+        compiled = {tuple(e.input_shapes.get("input_ids") or ()) for e in self.events
+                    if e.kind in GRAPH_KINDS and (e.function, e.location) == (hit.function,
+                                                                             hit.location)}
+        eager: dict[tuple[int, ...], int] = {}
+        for shape in fed:
+            if shape not in compiled:
+                eager[shape] = eager.get(shape, 0) + 1
         for shape, calls in eager.items():
             self.recorder.record(
                 kind="eager_fallback", function=hit.function, location=hit.location,
                 backend=hit.backend, started_at=time.time(), calls=calls,
-                input_shapes={"input_ids": list(shape)}, changed=f"input_ids {list(shape)}: no graph",
+                input_shapes={"input_ids": list(shape)},
+                changed=f"input_ids {list(shape)}: no graph",
                 reasons=[f"{calls} forward calls ran eager after {hit.function} hit "
                          "torch._dynamo.config.recompile_limit"])
 
@@ -380,9 +402,10 @@ class CompileEventsCallback(TrainerCallback):
     def close(self) -> None:
         """Stop listening, and stop the recorder if this callback started it (safe to repeat)."""
         self._record_eager()
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        if self._collate is not None:
+            loader, collate = self._collate
+            loader.collate_fn = collate
+            self._collate = None
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -410,8 +433,7 @@ class CompileEventsCallback(TrainerCallback):
 def late_compile_message(event: Any, step: int) -> str:
     """What a compile at ``step`` means and how to stop it, from the event's changed shape."""
     what = event.changed or (event.reasons[0] if event.reasons else "no reason recorded")
-    match = re.search(r"dim (\d+)|at index (\d+)", what)
-    dim = int(next(g for g in match.groups() if g is not None)) if match else None
+    dim = changed_dim(what)
     reason_text = " ".join(event.reasons)
     if dim == 0:
         fix = ("the batch size changed: a partial last batch (keep dataloader_drop_last=True) "

@@ -20,9 +20,12 @@ from typing import Any, Callable, Iterable
 import ipywidgets as w
 from traitlets import link
 
-from .advice import short_reason
+from ._torch_text import short_reason
 from .dashboard_state import DTYPES, PADDINGS, SWEEP_ORDERS, DashboardState, chart_png
 from .events import CompileLog, function_labels
+
+__all__ = ["RecompileDashboard", "events_table_html", "graph_counts_html", "advice_html",
+           "TABLE_ROWS"]
 
 TABLE_ROWS = 200          # newest events shown in the table; the log keeps them all
 CHART_EVERY_S = 0.5       # redraw the chart at most this often while events stream in

@@ -1,7 +1,6 @@
 """diagnose(): findings built from exact, hand-made compile events (plus one real recorded log)."""
 from __future__ import annotations
 
-import sys
 import warnings
 
 import pytest

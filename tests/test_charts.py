@@ -23,7 +23,8 @@ ROWS = [("forward", "first", 100.0, 0.5, 0), ("forward", "recompile", 102.0, 0.4
 def make_log(rows=ROWS) -> CompileLog:
     log = CompileLog()
     for function, kind, t, d, rank in rows:
-        log.append(CompileEvent(function=function, kind=kind, started_at=t, duration_s=d, rank=rank))
+        log.append(CompileEvent(function=function, kind=kind, started_at=t, duration_s=d,
+                                rank=rank))
     return log
 
 
@@ -74,7 +75,8 @@ def test_by_rank_colours_by_rank():
     fig = charts.timeline(make_log(), by="rank")
     pts = scatters(fig)
     assert len(pts["rank 0"]) == 3 and len(pts["rank 1"]) == 1
-    colours = {c.get_gid(): tuple(c.get_edgecolors()[0]) for c in fig.axes[0].collections if c.get_gid()}
+    colours = {c.get_gid(): tuple(c.get_edgecolors()[0]) for c in fig.axes[0].collections
+               if c.get_gid()}
     assert colours["rank 0"] != colours["rank 1"]
 
 
@@ -167,7 +169,8 @@ def test_figures_from_threads():
 
 def test_charts_do_not_use_pyplot():
     code = ("import sys; from neuronkit import charts; from neuronkit.events import CompileLog;"
-            "charts.png_bytes(charts.timeline(CompileLog())); print('matplotlib.pyplot' in sys.modules)")
+            "charts.png_bytes(charts.timeline(CompileLog()));"
+            " print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

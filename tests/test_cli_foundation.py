@@ -24,7 +24,8 @@ def test_doctor_says_no_neuron_and_what_runs_instead(no_neuron, no_default_cache
     out = capsys.readouterr().out
     assert out.startswith("neuronkit doctor")
     assert "NO - no Neuron device found" in out
-    assert "No Neuron device was found: neuronkit runs on cpu with the 'eager' compile backend" in out
+    assert ("No Neuron device was found: neuronkit runs on cpu with the 'eager' compile backend"
+            in out)
     assert f"{no_default_cache}: not found" in out
 
 

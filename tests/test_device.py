@@ -78,7 +78,8 @@ def test_auto_prefers_neuron_without_warning(fake_neuron, requested):
 
 @pytest.mark.parametrize("requested", [None, "auto"])
 def test_auto_falls_back_with_a_visible_warning(no_neuron, requested):
-    with pytest.warns(DeviceFallbackWarning, match="no Neuron device: torch-neuronx is not installed"):
+    with pytest.warns(DeviceFallbackWarning,
+                      match="no Neuron device: torch-neuronx is not installed"):
         device = nk.resolve_device(requested)
     assert device == ("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -182,7 +183,8 @@ def test_only_device_py_touches_torch_neuronx():
     import pathlib
     import re
 
-    touch = re.compile(r"import\s+torch_neuronx|from\s+torch_neuronx|[(\[]\s*[\"']torch_neuronx[\"']")
+    touch = re.compile(r"import\s+torch_neuronx|from\s+torch_neuronx"
+                       r"|[(\[]\s*[\"']torch_neuronx[\"']")
     package = pathlib.Path(nk.__file__).parent
     offenders = [p.name for p in package.rglob("*.py")
                  if p.name != "device.py" and touch.search(p.read_text())]

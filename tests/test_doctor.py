@@ -47,7 +47,8 @@ def test_cpu_machine_says_plainly_no_neuron(no_neuron, clean_env):
     assert _check(text, "torch.compile").startswith("ok")
     assert "does not exist yet" in _check(text, "compile cache")
     assert text.rstrip().endswith("compile times are not Neuron's.")
-    assert "No Neuron device was found: neuronkit runs on cpu with the 'eager' compile backend" in text
+    assert ("No Neuron device was found: neuronkit runs on cpu with the 'eager' compile backend"
+            in text)
 
 
 def test_fake_neuron_is_reported(fake_neuron, clean_env):

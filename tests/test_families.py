@@ -8,13 +8,12 @@ limit: 10 buckets, four model classes in one process, and a forced limit hit cou
 from __future__ import annotations
 
 import types
-import warnings
 
 import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.examples.families import FAMILIES, SLIDING, tiny_family
+from neuronkit.examples.families import FAMILIES, tiny_family
 from neuronkit.recompile_limit import RecompileLimitWarning, decode_code, held_graphs
 from neuronkit.static_cache import UnboundedCacheError, bounded_static_cache
 
@@ -46,7 +45,7 @@ def test_family_bounded_and_exact(family, tok, compiler_reset):
     assert not [e for e in res.events if e.kind in ("limit_hit", "eager_fallback")]
     assert res.eager_calls == 0
     assert res.full_layers == {"mistral": 2, "gemma3": 1}.get(family, 0)
-    for prompt, ids in zip(PROMPTS, res.output_ids):
+    for prompt, ids in zip(PROMPTS, res.output_ids, strict=True):
         assert ids.tolist() == plain_greedy(model, tok, prompt, 12), (family, prompt)
 
 

@@ -53,7 +53,7 @@ def test_bucketed_greedy_equals_plain_unpadded_generation(model, tok, compiler_r
     assert min(lengths) < 16 < max(lengths) <= 64          # both buckets are used
     res = nk.generate(model, tok, prompts, max_new_tokens=10, buckets=[16, 64], batch_size=3,
                       backend=counting_backend())
-    for prompt, ids, text in zip(prompts, res.output_ids, res.texts):
+    for prompt, ids, text in zip(prompts, res.output_ids, res.texts, strict=True):
         enc = tok(prompt, return_tensors="pt")
         ref = model.generate(**enc, max_new_tokens=10, do_sample=False)[0]   # dynamic cache, eager
         assert ids.device.type == "cpu"
@@ -121,7 +121,7 @@ def test_outputs_order_padding_waste_and_timings(model, tok):
     res = nk.generate(model, tok, prompts, max_new_tokens=4, buckets=buckets, batch_size=2,
                       compile=False)
     assert res.backend is None and res.graphs == 0
-    for prompt, ids in zip(prompts, res.output_ids):           # original order, no padding
+    for prompt, ids in zip(prompts, res.output_ids, strict=True):           # original order, no padding
         assert ids[:n_tokens(tok, prompt)].tolist() == tok(prompt)["input_ids"]
     # every batch holds 2 rows (dummies included) padded to its bucket
     per_bucket = {}
@@ -133,7 +133,7 @@ def test_outputs_order_padding_waste_and_timings(model, tok):
     assert res.padding_waste == pytest.approx(1 - sum(lengths) / positions)
     assert sum(t.real_rows for t in res.timings) == len(prompts)
     assert res.new_tokens == sum(t.new_tokens for t in res.timings) == \
-        sum(len(ids) - n for ids, n in zip(res.output_ids, lengths))
+        sum(len(ids) - n for ids, n in zip(res.output_ids, lengths, strict=True))
     assert all(t.prefill_s > 0 and t.decode_s >= 0 for t in res.timings)
     assert res.tokens_per_s == pytest.approx(res.new_tokens / res.wall_s)
     assert "5 prompts" in str(res) and "padding waste" in str(res)

@@ -180,7 +180,8 @@ def test_load_model_on_explicit_cpu_is_quiet(tiny_model_path, spy_from_pretraine
     assert spy_from_pretrained[0]["device_map"] == "cpu"
 
 
-@pytest.mark.parametrize("dtype,expected", [("float16", torch.float16), (torch.bfloat16, torch.bfloat16),
+@pytest.mark.parametrize("dtype,expected", [("float16", torch.float16),
+                                            (torch.bfloat16, torch.bfloat16),
                                             ("auto", torch.float32)])
 def test_load_model_dtypes(tiny_model_path, dtype, expected):
     assert nk.load_model(tiny_model_path, device="cpu", dtype=dtype).dtype == expected

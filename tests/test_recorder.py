@@ -15,7 +15,7 @@ import torch
 import torch._dynamo
 
 import neuronkit as nk
-from neuronkit import recorder_sources as sources
+from neuronkit.sources import dynamo as sources
 from neuronkit.events import CompileLog
 
 
@@ -431,14 +431,6 @@ def test_a_graph_break_on_a_disabled_function_is_recorded_with_its_reason(compil
     assert rec.log.graph_counts() == {}
 
 
-def test_failure_reason_is_one_line():
-    assert sources.failure_reason("boom\n  details") == "boom details"
-    long = "Graph break type\n  Explanation: " + "x" * 200
-    assert sources.failure_reason(long) == "Graph break type"
-    assert sources.failure_reason("backend='b' raised:\nRuntimeError: " + "y" * 200) == (
-        "backend='b' raised: RuntimeError: " + "y" * 200)
-
-
 def test_rank_comes_from_the_argument_then_the_environment(monkeypatch):
     monkeypatch.setenv("RANK", "3")
     assert nk.CompileRecorder().rank == 3
@@ -462,13 +454,6 @@ def test_event_device_falls_back_to_the_recorder_without_input_tensors(compiler_
     with nk.CompileRecorder(device="neuron", backend="eager") as rec:
         fn(3)
     assert [e.device for e in rec.events] == ["neuron"]
-
-
-def test_parse_device():
-    assert sources.parse_device("device(type='cpu')") == "cpu"
-    assert sources.parse_device("device(type='cuda', index=1)") == "cuda:1"
-    assert sources.parse_device("device(type='neuron', index=0)") == "neuron:0"
-    assert sources.parse_device(None) is None and sources.parse_device("cpu?") is None
 
 
 def test_neuron_metrics_enrich_events(fake_neuron, compiler_reset):
@@ -509,25 +494,6 @@ def test_no_neuron_metrics_without_torch_neuronx(no_neuron, net):
     with nk.CompileRecorder() as rec:
         run(net, 3)
     assert "neuron" not in rec.events[0].metrics
-
-
-def test_change_text_helpers():
-    describe = sources.describe_change
-    assert describe({"a": [1, 2]}, {"a": [1, 3], "b": [4]}, []) == \
-        "a dim 1: 2 -> 3; b: new input [4]"
-    assert describe({"a": [1, 2]}, {"a": [1, 2, 3]}, []) == "a shape: [1, 2] -> [1, 2, 3]"
-    # no earlier graph known: read it from the guard failure
-    assert describe(None, {"a": [5]}, ["0/0: tensor 'a' size mismatch at index 0. expected 2, "
-                                       "actual 5"]) == "a dim 0: 2 -> 5"
-    assert describe(None, {}, ["0/0: n == 3      # f(x, n)  # m.py:2 in f\nUser stack trace:"]) \
-        == "guard failed: n == 3"
-    many = {f"k{i}": [1, 8] for i in range(4)}
-    assert describe({k: [1, 4] for k in many}, many, []) == \
-        "k0 dim 1: 4 -> 8 (and 3 more inputs alike)"
-    assert sources.input_name("L['kwargs']['past_key_values'].layers[0].keys") == \
-        "kwargs['past_key_values'].layers[0].keys"
-    assert sources.parse_reasons('[\n"0/1: a",\n"0/0: b"\n]') == ["0/1: a", "0/0: b"]
-    assert sources.parse_reasons("0/0: a") == ["0/0: a"]
 
 
 def test_warnings_as_errors_break_neither_the_compile_nor_recording(net):

@@ -56,7 +56,7 @@ def test_event_table_columns_and_rows():
     assert rows[2][1] == "3.00" and rows[2][-3] == "0.125"
     # right-aligned numbers end under their header
     end = lines[0].index("compile s") + len("compile s")
-    assert all(line[:end].endswith(row[6]) for line, row in zip(lines[2:6], rows))
+    assert all(line[:end].endswith(row[6]) for line, row in zip(lines[2:6], rows, strict=True))
 
 
 def test_limit_hit_is_flagged():

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["FAMILIES", "SLIDING", "family_config", "tiny_family"]
+
 FAMILIES: tuple[str, ...] = ("llama", "qwen3", "phi3", "mistral", "gemma3")
 SLIDING: tuple[str, ...] = ("mistral", "gemma3")   # the families with sliding-window layers
 

@@ -117,7 +117,7 @@ def installed_fake(*, reset_dynamo: bool = True, **options: Any) -> Iterator[Fak
             torch.__dict__.pop("neuron", None)
         else:
             torch.neuron = saved_attr
-        for table, value in zip((registry._BACKENDS, registry._COMPILER_FNS), saved_backend):
+        for table, value in zip((registry._BACKENDS, registry._COMPILER_FNS), saved_backend, strict=True):
             if value is _MISSING:
                 table.pop("neuron", None)
             else:

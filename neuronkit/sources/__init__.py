@@ -1,0 +1,32 @@
+"""Where compile events come from. A source turns something torch (or torch-neuronx) reports into
+typed :class:`~neuronkit.events.CompileEvent` s and hands each to every attached sink (a
+``CompileRecorder``); the recorder adds rank, context and device and owns the log.
+
+Sources: ``dynamo`` (torch's structured trace: every Dynamo compile, refused compile and failure).
+A new source implements :class:`EventSource`; the assembly of an event from what torch said is
+pure (``assemble.py``), so it is tested without torch.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..events import CompileEvent
+
+__all__ = ["EventSink", "EventSource"]
+
+
+class EventSink(Protocol):
+    """What a source hands events to (a ``CompileRecorder``)."""
+
+    @property
+    def quiet(self) -> bool: ...  # hide torch's own warnings that the event already says
+
+    def receive(self, event: CompileEvent) -> CompileEvent | None: ...
+
+
+class EventSource(Protocol):
+    """Something that reports compile events while at least one sink is attached."""
+
+    def attach(self, sink: EventSink) -> None: ...
+
+    def detach(self, sink: EventSink) -> None: ...

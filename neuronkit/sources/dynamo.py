@@ -1,0 +1,215 @@
+"""The Dynamo source: one handler on torch's structured trace, shared by every recorder.
+
+torch's in-process structured trace (what ``TORCH_TRACE`` writes to files; logger
+``torch.__trace``) delivers, per Dynamo compile, the input tensors and their sources, every
+guard-failure reason and, last, the ``compilation_metrics`` record. The tap gathers the parts and,
+when the last record arrives, has ``assemble`` build the event and hands it to every attached sink,
+exactly once. No Dynamo callbacks are used, so ``torch._dynamo.reset()`` (which wipes them) cannot
+unhook it; warm calls emit no trace records, so it costs nothing on them. A logging filter on
+``torch._dynamo.convert_frame`` reads torch's recompile-limit warning (the only place naming the
+function that hit it) and hides it when every sink is quiet.
+
+With ``recompile_limit.py``, the only module that touches ``torch._dynamo`` / ``torch._logging``
+internals.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import warnings
+from typing import Any
+
+from .._torch_text import input_name, limit_note, parse_device, parse_reasons
+from ..events import CompileEvent
+from . import EventSink
+from .assemble import FunctionState, TracedParts, assemble
+
+__all__ = ["TAP", "say"]
+
+_TRACE_LOGGER = "torch.__trace"                   # torch._logging._internal.trace_log
+_LIMIT_LOGGER = "torch._dynamo.convert_frame"      # logs "torch._dynamo hit config.recompile_limit"
+
+
+def _config_limit() -> int:
+    import torch._dynamo
+
+    return int(torch._dynamo.config.recompile_limit)
+
+
+class _Tap(logging.Handler):
+    """One handler on torch's structured trace, shared by every attached sink."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.sinks: list[EventSink] = []
+        self.pending: dict[tuple, TracedParts] = {}         # (frame_id, frame_compile_id) -> parts
+        self.frames: dict[Any, tuple[str, str]] = {}        # frame_id -> (function, location)
+        self.functions: dict[tuple[str, str], FunctionState] = {}
+        self.limit_notes: dict[int, dict[str, Any]] = {}    # thread id -> torch's limit warning
+        self.errors: list[BaseException] = []
+        self.neuron_seen: tuple[int, int] = (0, 0)     # (id of torch_neuronx, entries seen)
+        self._saved_level: int | None = None
+        self._guard = threading.RLock()   # attach / detach from any thread
+
+    # -- attach / detach ----------------------------------------------------------------
+    def attach(self, sink: EventSink) -> None:
+        with self._guard:
+            if not self.sinks:
+                trace = logging.getLogger(_TRACE_LOGGER)
+                self._saved_level = trace.level
+                if trace.level == logging.NOTSET or trace.level > logging.DEBUG:
+                    trace.setLevel(logging.DEBUG)
+                trace.addHandler(self)
+                logging.getLogger(_LIMIT_LOGGER).addFilter(self.limit_filter)
+                try:
+                    self._neuron_metrics()  # graphs compiled before recording are not ours
+                except Exception as exc:
+                    self._error(exc)
+            self.sinks.append(sink)
+
+    def detach(self, sink: EventSink) -> None:
+        with self._guard:
+            if sink in self.sinks:
+                self.sinks.remove(sink)
+            if not self.sinks:
+                trace = logging.getLogger(_TRACE_LOGGER)
+                trace.removeHandler(self)
+                if self._saved_level is not None:
+                    trace.setLevel(self._saved_level)
+                logging.getLogger(_LIMIT_LOGGER).removeFilter(self.limit_filter)
+                self.pending.clear()
+                self.limit_notes.clear()
+
+    # -- torch's recompile-limit warning: remember it, and hide it when quiet -----------
+    def limit_filter(self, record: logging.LogRecord) -> bool:
+        try:
+            note = limit_note(str(record.msg), record.args)
+        except Exception as exc:  # torch changed its message: still record the event, from metrics
+            self.errors.append(exc)
+            return True
+        if note is None:
+            return True
+        self.limit_notes[threading.get_ident()] = note
+        return not all(s.quiet for s in list(self.sinks))
+
+    # -- the structured trace ---------------------------------------------------------
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            metadata = getattr(record, "metadata", None)
+            if metadata:
+                self._on_record(metadata, getattr(record, "payload", None))
+        except Exception as exc:  # never break the user's compile
+            self._error(exc)
+
+    def _error(self, exc: Exception) -> None:
+        self.errors.append(exc)
+        if len(self.errors) == 1:  # say so once
+            say(f"neuronkit failed to record a compile event ({exc!r}); compile events may be "
+                f"incomplete (all errors: neuronkit.sources.dynamo.TAP.errors)")
+
+    def _on_record(self, md: dict[str, Any], payload: Any) -> None:
+        key = (md.get("frame_id"), md.get("frame_compile_id"))
+        if "compilation_metrics" in md:
+            self._finish(key, md["compilation_metrics"])
+            return
+        if any(name.endswith("compilation_metrics") for name in md):  # backward, runtime
+            self.pending.pop(key, None)
+            return
+        if not any(name in md for name in ("describe_tensor", "describe_source", "artifact",
+                                           "dynamo_output_graph")):
+            return
+        if key not in self.pending and len(self.pending) > 64:  # never finished: drop the oldest
+            self.pending.pop(next(iter(self.pending)))
+        parts = self.pending.setdefault(key, TracedParts())
+        if "describe_tensor" in md:
+            t = md["describe_tensor"]
+            size = None if t.get("is_parameter") else t.get("size")
+            parts.tensors[(t.get("describer_id"), t.get("id"))] = (size, t.get("device"))
+        elif "describe_source" in md:
+            s = md["describe_source"]
+            size, device = parts.tensors.get((s.get("describer_id"), s.get("id")), (None, None))
+            source = str(s.get("source", ""))
+            if size is not None and "._parameters[" not in source and "._buffers[" not in source:
+                parts.inputs[input_name(source)] = list(size)
+                parts.device = parts.device or parse_device(device)  # where it really ran
+        elif "artifact" in md:
+            if md["artifact"].get("name") == "recompile_reasons":
+                parts.reasons = parse_reasons(payload)
+        else:
+            parts.backend = self._current_backend()
+
+    @staticmethod
+    def _current_backend() -> str | None:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        fn = getattr(getattr(tx, "output", None), "compiler_fn", None)
+        name = getattr(fn, "compiler_name", None) or getattr(fn, "__name__", None)
+        return str(name) if name else None
+
+    def _finish(self, key: tuple, m: dict[str, Any]) -> None:
+        """The compile's last record: assemble its event and hand it to every sink."""
+        parts = self.pending.pop(key, None) or TracedParts()
+        note = self.limit_notes.pop(threading.get_ident(), None)
+        function, location = m.get("co_name") or "", ""
+        if function:  # a limit hit's record names no function: take it from torch's warning
+            location = f"{m.get('co_filename')}:{m.get('co_firstlineno')}"
+            self.frames[key[0]] = (function, location)
+        elif note and note["function"]:
+            function, location = note["function"], note["location"]
+        else:
+            function, location = self.frames.get(key[0], ("?", ""))
+        state = self.functions.setdefault((function, location), FunctionState())
+        event = assemble(parts, m, note, state, function, location, _config_limit())
+        event.compile_id = event.compile_id or f"{key[0]}/{key[1]}"
+        try:
+            neuron = self._neuron_metrics()
+        except Exception as exc:  # a broken torch_neuronx must not cost the event
+            self._error(exc)
+            neuron = []
+        if neuron:
+            event.metrics["neuron"] = neuron
+        for sink in list(self.sinks):
+            try:
+                sink.receive(event)
+            except Exception as exc:  # e.g. its log file became unwritable: the others go on
+                self._error(exc)
+        if event.kind == "limit_hit":
+            _warn_limit(event)
+
+    def _neuron_metrics(self) -> list[Any]:
+        """New per-graph entries of torch-neuronx's dynamo metrics (``device.py``) since the last
+        event."""
+        from ..device import import_neuronx, neuron_dynamo_metrics
+
+        entries = neuron_dynamo_metrics()
+        module = import_neuronx() if entries else None  # already imported when it has entries
+        owner, seen = self.neuron_seen
+        if owner != id(module) or len(entries) < seen:  # another module, or it reset its table
+            seen = 0
+        self.neuron_seen = (id(module), len(entries))
+        return entries[seen:]
+
+
+def _warn_limit(event: CompileEvent) -> None:
+    """Say, once per limit hit, what torch does silently: the function now runs eager."""
+    name, value = event.metrics["limit"]["name"], event.metrics["limit"]["value"]
+    message = (f"neuronkit: {event.function} hit torch._dynamo.config.{name} ({value} graphs): "
+               f"torch now runs it EAGER (uncompiled) for new input shapes. Changed: "
+               f"{event.changed or 'see the event reasons'}. Pad inputs to a few fixed shapes "
+               f"(nk.Buckets), or raise torch._dynamo.config.{name}.")
+    say(message, event.location)
+
+
+def say(message: str, location: str = "") -> None:
+    """A RuntimeWarning (at ``file:line`` if given) that never raises into torch's compile."""
+    filename, _, line = location.rpartition(":")
+    with contextlib.suppress(Warning):  # warnings turned into errors must not break the compile
+        if filename and line.isdigit():
+            warnings.warn_explicit(message, RuntimeWarning, filename, int(line))
+        else:
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+TAP = _Tap()
