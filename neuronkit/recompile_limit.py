@@ -87,12 +87,22 @@ def location_of(code: CodeType | None) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
 
 
+def _compile_again(code: CodeType) -> bool:
+    """Undo torch's run-only mark on ``code`` (set when it hit the limit); False where this torch
+    has no such switch."""
+    try:
+        from torch._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+    except ImportError:
+        return False
+    set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
+    return True
+
+
 @contextlib.contextmanager
 def fitted_limit(model: Any, planned: int) -> Iterator[LimitFit]:
     """Raise the recompile limits to ``held + planned`` for the block, then restore them."""
     import torch._dynamo
-    from torch._dynamo.eval_frame import set_code_exec_strategy
-    from torch._dynamo.types import FrameAction, FrameExecStrategy
 
     code = decode_code(model)
     held = held_graphs(code)
@@ -100,7 +110,7 @@ def fitted_limit(model: Any, planned: int) -> Iterator[LimitFit]:
     limit = max(before, held + planned)
     reenable = code is not None and held >= before and limit > held
     if reenable and code is not None:  # run-only since the limit; with room now, compile again
-        set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
+        reenable = _compile_again(code)
         LEDGER.hit.discard(code)
     LEDGER.begin(model)
     fit = LimitFit(function=code.co_name if code else "?", location=location_of(code),

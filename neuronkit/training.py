@@ -350,8 +350,9 @@ class CompileEventsCallback(TrainerCallback):
         (a hook on it would change what torch compiles)."""
         loader = getattr(loader, "base_dataloader", loader)  # accelerate's wrapper iterates it
         collate = getattr(loader, "collate_fn", None)
-        if collate is None or self._collate is not None:
-            return
+        workers: int = getattr(loader, "num_workers", 0)
+        if collate is None or self._collate is not None or workers:
+            return  # worker processes build batches elsewhere (and may not pickle a closure)
 
         def noting(features: Any) -> Any:
             batch = collate(features)
