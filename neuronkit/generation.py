@@ -336,11 +336,11 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     eager_calls = full_layers = 0
     try:
         with contextlib.ExitStack() as scope:
+            if planned:
+                LEDGER.begin(model)
             if planned and fit_recompile_limit:
                 fit = scope.enter_context(fitted_limit(model, planned))
                 scope.enter_context(rec.annotate(recompile_limit=fit.to_dict()))
-            elif planned:
-                LEDGER.begin(model)
             for n, (bucket, chunk, cache_len) in enumerate(batches):
                 rows = chunk + [chunk[0]] * (batch_size - len(chunk))  # dummy rows: dropped
                 input_ids, mask = _left_padded([ids[i] for i in rows], bucket, pad_id)

@@ -112,7 +112,6 @@ def fitted_limit(model: Any, planned: int) -> Iterator[LimitFit]:
     if reenable and code is not None:  # run-only since the limit; with room now, compile again
         reenable = _compile_again(code)
         LEDGER.hit.discard(code)
-    LEDGER.begin(model)
     fit = LimitFit(function=code.co_name if code else "?", location=location_of(code),
                    held=held, planned=planned, limit_before=before, limit=limit,
                    reenabled=reenable)
