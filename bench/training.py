@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import tempfile
 import time
 import warnings
 
-WORDS = ("the quick brown fox jumps over a lazy dog while the compiler builds one graph for "
-         "every shape it sees so keep shapes static and pad to buckets").split()
-
-
 def texts(count: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 60))) for _ in range(count)]
+    from neuronkit.examples.text import mixed_texts
+
+    return mixed_texts(count, seed, shortest=4)
 
 
 def run(name, collator, data, model_path, steps, batch, backend):
@@ -84,7 +80,7 @@ def main() -> None:
     from transformers import DataCollatorForLanguageModeling
 
     import neuronkit as nk
-    from neuronkit.training import FixedLengthCollator
+    from neuronkit.collate import FixedLengthCollator
 
     path = nk.tiny_model()
     tok = nk.load_tokenizer(path)

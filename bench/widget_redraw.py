@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from neuronkit.events import CompileEvent, CompileLog
-from neuronkit.widget import (RecompileDashboard, advice_html, events_table_html,
-                              graph_counts_html)
-from neuronkit.dashboard_state import chart_png
+from neuronkit.views.charts import dashboard_chart, png_bytes
+from neuronkit.views.html import advice_html, events_table_html, graph_counts_html
+from neuronkit.widget import RecompileDashboard
 
 GOAL_MS = 300.0
 
@@ -91,7 +91,7 @@ def measure(log: CompileLog, repeats: int, label: str) -> tuple[float, float]:
         "event table": lambda: events_table_html(log),
         "graph counter": lambda: graph_counts_html(log),
         "advice": lambda: advice_html(state.advice),
-        "chart PNG": lambda: chart_png(log),
+        "chart PNG": lambda: png_bytes(dashboard_chart(log)),
     }
     wall, cpu = timed(dash.redraw, repeats)
     print(f"{label}: redraw of a {len(log.events)}-event log, median of {repeats}")

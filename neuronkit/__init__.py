@@ -22,7 +22,7 @@ _EXPORTS: dict[str, str] = {
     "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shapes", "ShapeAudit": "shapes",
     "generate": "generation", "GenerationResult": "generation", "pipeline": "pipeline",
     "RecompileLimitWarning": "recompile_limit", "UnboundedCacheError": "static_cache",
-    "fixed_shape_args": "training", "FixedLengthCollator": "training",
+    "fixed_shape_args": "training", "FixedLengthCollator": "collate",
     "CompileEventsCallback": "training", "StaticShapeWarning": "training",
     "RecompileWarning": "training",
     "merge_logs": "distributed", "rank_log_path": "distributed", "launch": "distributed",
@@ -49,8 +49,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .recorder import CompileRecorder
     from .shapes import Buckets, ShapeAudit, audit_shapes, plan_buckets
     from .static_cache import UnboundedCacheError
-    from .training import (CompileEventsCallback, FixedLengthCollator, RecompileWarning,
-                           StaticShapeWarning, fixed_shape_args)
+    from .collate import FixedLengthCollator
+    from .training import (CompileEventsCallback, RecompileWarning, StaticShapeWarning,
+                           fixed_shape_args)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
 """``python -m neuronkit`` runs the ``neuronkit`` command line."""
-from .cli import main
+from .views.cli import main
 
 raise SystemExit(main())

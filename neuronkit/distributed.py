@@ -39,7 +39,7 @@ _FAILED_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n?"
 
 __all__ = ["rank", "world_size", "rank_log_path", "find_rank_logs", "merge_logs", "launch",
            "LaunchResult", "LaunchError", "TrainerParallelismError", "check_trainer_parallelism",
-           "example_script", "LOG_DIR_ENV"]
+           "LOG_DIR_ENV"]
 
 
 def rank() -> int:
@@ -168,13 +168,8 @@ def check_trainer_parallelism(model: Any, device: str | None = None) -> None:
             "(Neuron, CUDA), and would fail in Trainer(...) with 'ParallelismConfig is only "
             "compatible DistributedType.FSDP ... but got DistributedType.MULTI_CPU'. Here, train "
             "it with a plain loop (create the optimizer, then forward/backward/step; see "
-            "`python -m neuronkit.distributed_example --mode tp`), or use "
+            "`python -m neuronkit.examples.distributed_training --mode tp`), or use "
             "DistributedConfig(fsdp_size=N) with Trainer. On Neuron the same Trainer script works.")
-
-
-def example_script() -> Path:
-    """The example distributed training script (``--mode fsdp`` with Trainer, ``--mode tp``)."""
-    return Path(__file__).with_name("distributed_example.py")
 
 
 # -- launching torchrun ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from neuronkit import charts
+from neuronkit.views import charts
 from neuronkit.events import CompileEvent, CompileLog
 
 # (function, kind, started_at, duration_s, rank)
@@ -168,7 +168,7 @@ def test_figures_from_threads():
 
 
 def test_charts_do_not_use_pyplot():
-    code = ("import sys; from neuronkit import charts; from neuronkit.events import CompileLog;"
+    code = ("import sys; from neuronkit.views import charts; from neuronkit.events import CompileLog;"
             "charts.png_bytes(charts.timeline(CompileLog()));"
             " print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from neuronkit.cli import main
+from neuronkit.views.cli import main
 
 
 @pytest.fixture
@@ -108,7 +108,7 @@ def _side_by_side(out: str) -> str:
 
 
 def test_demo_off_neuron_projects_the_neuron_compile_cost(no_neuron, quick_demo, capsys):
-    from neuronkit.demo import NEURON_COMPILE_COST_S
+    from neuronkit.examples.demo import NEURON_COMPILE_COST_S
 
     assert main(quick_demo) == 0
     table = _side_by_side(capsys.readouterr().out)

@@ -1,10 +1,10 @@
-"""`neuronkit report LOG --png F --chrome-trace F` through neuronkit.cli.main."""
+"""`neuronkit report LOG --png F --chrome-trace F` through neuronkit.views.cli.main."""
 from __future__ import annotations
 
 import json
 
-from neuronkit.charts import PNG_SIGNATURE
-from neuronkit.cli import main
+from neuronkit.views.charts import PNG_SIGNATURE
+from neuronkit.views.cli import main
 from neuronkit.events import CompileEvent, CompileLog
 
 

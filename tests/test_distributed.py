@@ -6,6 +6,7 @@ import os
 import sys
 import textwrap
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,9 +14,10 @@ import torch
 
 import neuronkit as nk
 from neuronkit.distributed import (LaunchError, TrainerParallelismError,
-                                   check_trainer_parallelism, example_script, find_rank_logs,
+                                   check_trainer_parallelism, find_rank_logs,
                                    launch, merge_logs, rank, rank_log_path)
 from neuronkit.events import CompileEvent, CompileLog
+from neuronkit.examples import distributed_training
 
 
 # ---- rank and log paths ----------------------------------------------------------------------
@@ -194,14 +196,14 @@ def test_launch_bad_arguments(tmp_path):
     with pytest.raises(FileNotFoundError, match="training script not found"):
         launch(tmp_path / "missing.py")
     with pytest.raises(TypeError, match="list of strings"):
-        launch(example_script(), args="--steps 2")
+        launch(Path(distributed_training.__file__), args="--steps 2")
 
 
 # ---- the example script under torchrun (2 ranks, gloo) ---------------------------------------
 
 @pytest.mark.slow
 def test_fsdp_trainer_run_writes_two_rank_logs_that_merge(tmp_path, tiny_model_path):
-    result = launch("neuronkit.distributed_example", 2,
+    result = launch("neuronkit.examples.distributed_training", 2,
                     ["--mode", "fsdp", "--steps", "2", "--model", str(tiny_model_path),
                      "--out", str(tmp_path / "out")],
                     timeout_s=240, on_line=None, log_dir=tmp_path / "logs",
@@ -219,7 +221,7 @@ def test_fsdp_trainer_run_writes_two_rank_logs_that_merge(tmp_path, tiny_model_p
 
 @pytest.mark.slow
 def test_tp_plain_loop_runs_and_says_why_not_trainer(tmp_path, tiny_model_path):
-    result = launch("neuronkit.distributed_example", 2,
+    result = launch("neuronkit.examples.distributed_training", 2,
                     ["--mode", "tp", "--steps", "2", "--model", str(tiny_model_path)],
                     timeout_s=240, on_line=None, log_dir=tmp_path / "logs")
     merged = merge_logs(result.log_paths)

@@ -81,3 +81,21 @@ def test_no_import_circle_and_the_data_layer_imports_nothing_above_it():
 
 def test_the_package_ships_its_types():
     assert (PACKAGE / "py.typed").is_file()
+
+
+def test_views_and_examples_sit_on_top():
+    """Only views, examples and the public widget alias import views; nothing in the core imports
+    the examples (views may: the dashboard's sweep text lives there)."""
+    for path in MODULES:
+        name = module_name(path)
+        on_top = name.startswith(("neuronkit.views", "neuronkit.examples")) or name == "neuronkit.widget"
+        for target, _ in top_level_imports(path):
+            if not on_top:
+                assert not target.startswith(("neuronkit.views", "neuronkit.examples")), (name, target)
+
+
+def test_the_agreed_public_paths_still_import():
+    from neuronkit.views.widget import RecompileDashboard as Real
+    from neuronkit.widget import RecompileDashboard
+
+    assert RecompileDashboard is Real

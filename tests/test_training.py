@@ -11,7 +11,8 @@ from transformers import DataCollatorForLanguageModeling, Trainer
 
 import neuronkit as nk
 from neuronkit.events import GRAPH_KINDS, CompileEvent
-from neuronkit.training import (DYNAMIC_ENV, CompileEventsCallback, FixedLengthCollator,
+from neuronkit.collate import FixedLengthCollator
+from neuronkit.training import (DYNAMIC_ENV, CompileEventsCallback,
                                 RecompileWarning, StaticShapeWarning, check_static_shapes,
                                 compiles_dynamic, fixed_shape_args, late_compile_message)
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from neuronkit.charts import PNG_SIGNATURE
-from neuronkit.dashboard_state import DashboardState, parse_boundaries, sweep_lengths
+from neuronkit.views.charts import PNG_SIGNATURE
+from neuronkit.views.dashboard_state import DashboardState, parse_boundaries, sweep_lengths
 from neuronkit.events import CompileEvent, CompileLog
-from neuronkit.widget import TABLE_ROWS, RecompileDashboard, events_table_html
+from neuronkit.views.html import TABLE_ROWS, events_table_html
+from neuronkit.widget import RecompileDashboard
 
 SAMPLE_LOG = Path(__file__).resolve().parents[1] / "notebooks" / "data" / "sample_compile_log.jsonl"
 
@@ -162,14 +163,14 @@ def test_export_buttons_write_the_log_and_the_chart(tmp_path):
 
 
 def test_an_error_while_drawing_lands_in_the_status_area(tmp_path, monkeypatch):
-    import neuronkit.widget as widget
+    import neuronkit.views.widget as widget
 
     dash = RecompileDashboard.from_log(make_log(tmp_path))
 
     def broken(log):
         raise ValueError("cannot draw this")
 
-    monkeypatch.setattr(widget, "chart_png", broken)
+    monkeypatch.setattr(widget, "dashboard_chart", broken)
     dash._on_events()                                            # what a new event triggers
     assert dash.state.status_kind == "error"
     assert dash.state.error == "ValueError: cannot draw this"

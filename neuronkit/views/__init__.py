@@ -1,2 +1,3 @@
 """Views: they only read compile logs. Text tables (``text``), HTML (``html``), PNG charts
-(``charts``), the Chrome trace (``chrome_trace``); the widget and CLI build on them."""
+(``charts``), the Chrome trace (``chrome_trace``); the dashboard's state (``dashboard_state``), its
+widget (``widget``) and the command line (``cli``) build on them."""

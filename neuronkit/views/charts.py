@@ -21,10 +21,10 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.lines import Line2D
 
-from .events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels,
+from ..events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels,
                      short_label)
 
-__all__ = ["timeline", "graph_growth", "png_bytes", "save_png", "PNG_SIGNATURE"]
+__all__ = ["timeline", "graph_growth", "dashboard_chart", "png_bytes", "save_png", "PNG_SIGNATURE"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LIMIT_COLOUR = "#d62728"
@@ -195,6 +195,11 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     ax.set_title(f"Graphs per {by}")
     ax.grid(True, alpha=0.3)
     return fig
+
+
+def dashboard_chart(log: CompileLog) -> figure.Figure:
+    """The dashboard's chart: :func:`timeline` on a wide figure."""
+    return timeline(log, figsize=(9.0, 3.2))
 
 
 def png_bytes(fig: figure.Figure, dpi: int = 100) -> bytes:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from neuronkit import report
+from neuronkit.views import text as report
 from neuronkit.advice import Advice, diagnose
 from neuronkit.events import CompileEvent, CompileLog
 

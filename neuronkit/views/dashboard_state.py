@@ -21,15 +21,21 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from traitlets import Bool, Dict, Enum, HasTraits, Int, List, Unicode
 
-from .events import CompileEvent, CompileLog
+from ..advice import Advice, diagnose
+from ..device import cpu_backend, detect
+from ..events import CompileEvent, CompileLog
+from ..examples.text import text_of_tokens
+from ..generation import generate
+from ..models import check_placement, load_model, load_tokenizer, tiny_model
+from ..recorder import CompileRecorder
+from ..shapes import Buckets, plan_buckets
+from .charts import dashboard_chart, save_png
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from .advice import Advice
-    from .recorder import CompileRecorder
 
-__all__ = ["DashboardState", "parse_boundaries", "sweep_lengths", "chart_png", "DTYPES",
+__all__ = ["DashboardState", "parse_boundaries", "sweep_lengths", "DTYPES",
            "PADDINGS", "SWEEP_ORDERS"]
 
 PADDINGS = ("none", "max", "buckets")
@@ -39,9 +45,6 @@ NO_COMPILE = "none"
 DTYPES = ("bfloat16", "float32", "float16")
 DEFAULT_BOUNDARIES = "32,64,128"
 DEFAULT_PROMPT = "Trainium compiles one graph for every input shape"
-SWEEP_TEXT = ("Trainium compiles one graph for every input shape it meets, so a prompt of a new "
-              "length can cost minutes of compilation before the first token appears. Padding "
-              "prompts to a few fixed lengths keeps the number of graphs small. ")
 REPLAY_REASON = "replay of a saved log: no model is loaded (start a live dashboard to generate)"
 
 
@@ -72,20 +75,6 @@ def sweep_lengths(count: int, longest: int, order: str = "growing", seed: int = 
     if count == 1:
         return [longest]
     return [round(shortest + (longest - shortest) * i / (count - 1)) for i in range(count)]
-
-
-def chart_figure(log: CompileLog):
-    """The dashboard's chart: ``charts.timeline`` on a wide figure."""
-    from .charts import timeline
-
-    return timeline(log, figsize=(9.0, 3.2))
-
-
-def chart_png(log: CompileLog) -> bytes:
-    """PNG bytes of :func:`chart_figure`."""
-    from .charts import png_bytes
-
-    return png_bytes(chart_figure(log))
 
 
 def describe_error(exc: BaseException) -> str:
@@ -157,8 +146,6 @@ class DashboardState(HasTraits):
             self._say(f"Replaying {len(log.events)} compile events from "
                       f"{Path(self.source).name or 'a saved log'}; {REPLAY_REASON}.", "info")
             return
-        from .device import cpu_backend, detect
-
         report = detect()
         self._cpu_backend = cpu_backend()
         self.device_options = [report.device] + (["cpu"] if report.device != "cpu" else [])
@@ -211,8 +198,6 @@ class DashboardState(HasTraits):
 
     def refresh(self, advice: bool = True) -> None:
         """Recompute the counters (and, if ``advice``, the ``diagnose()`` findings) from the log."""
-        from .advice import diagnose
-
         log = self.log
         self.graph_counts = log.graph_counts()
         if advice:
@@ -228,8 +213,6 @@ class DashboardState(HasTraits):
             self.fail(exc)
 
     def _new_recorder(self) -> None:
-        from .recorder import CompileRecorder
-
         if self._unsubscribe is not None:
             self._unsubscribe()
         if self.recorder is not None and self.recorder.active:
@@ -282,8 +265,6 @@ class DashboardState(HasTraits):
     # -- actions -----------------------------------------------------------------------
     def load(self) -> None:
         """Load ``model_path`` (empty: the tiny model) on ``device``, then check placement."""
-        import neuronkit as nk
-
         with self._action("Loading the model"):
             if self.mode == "replay":
                 raise RuntimeError(f"Load is not available in a {REPLAY_REASON}")
@@ -291,12 +272,12 @@ class DashboardState(HasTraits):
             path = self.model_path.strip() or None
             self.model = self.tokenizer = None
             start = time.perf_counter()
-            model = nk.load_model(path, device=self.device, dtype=self.dtype)
-            tokenizer = nk.load_tokenizer(path)
-            report = nk.check_placement(model, self.device)
+            model = load_model(path, device=self.device, dtype=self.dtype)
+            tokenizer = load_tokenizer(path)
+            report = check_placement(model, self.device)
             self.model, self.tokenizer = model, tokenizer
             self._match_recorder()
-            self.source = path or str(nk.tiny_model())
+            self.source = path or str(tiny_model())
             self.placement, self.placement_ok = str(report), report.ok
             self.loaded = True
             params = sum(p.numel() for p in model.parameters())
@@ -305,8 +286,6 @@ class DashboardState(HasTraits):
 
     def buckets(self):
         """The Buckets the padding strategy asks for (None: each prompt keeps its length)."""
-        from .shapes import Buckets
-
         if self.padding == "none":
             return None
         bounds = parse_boundaries(self.boundaries)
@@ -348,16 +327,9 @@ class DashboardState(HasTraits):
         """A prompt of about ``n`` tokens for the loaded tokenizer."""
         self._need("A sweep prompt")
         assert self.tokenizer is not None  # loaded with the model, which _need checked
-        per_repeat = max(1, len(self.tokenizer(SWEEP_TEXT, add_special_tokens=False)["input_ids"]))
-        text = SWEEP_TEXT * (2 + n // per_repeat)
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:n]
-        decoded = self.tokenizer.decode(ids)
-        assert isinstance(decoded, str)  # one sequence of ids decodes to one string
-        return decoded
+        return text_of_tokens(self.tokenizer, n)
 
     def _run(self, prompt: str, buckets: Any, label: str) -> Any:
-        import neuronkit as nk
-
         self._runs += 1
         assert self.tokenizer is not None  # callers checked _need() first
         length = len(self.tokenizer(prompt)["input_ids"])
@@ -366,7 +338,7 @@ class DashboardState(HasTraits):
         self._match_recorder()  # the backend may have been changed since Load
         assert self.recorder is not None  # _match_recorder made one
         with self.recorder.context(label):
-            result = nk.generate(self.model, self.tokenizer, [prompt],
+            result = generate(self.model, self.tokenizer, [prompt],
                                  max_new_tokens=self.max_new_tokens, buckets=buckets,
                                  recorder=self.recorder, compile=compile_,
                                  # on Neuron, transformers' own default (backend "neuron")
@@ -381,8 +353,6 @@ class DashboardState(HasTraits):
 
     def plan(self) -> str:
         """Plan bucket boundaries from the prompt lengths seen so far (``plan_buckets``)."""
-        from .shapes import plan_buckets
-
         with self._action("Planning buckets"):
             if not self.prompt_lengths:
                 raise ValueError("no prompt lengths yet: Generate or Sweep first, then plan")
@@ -418,12 +388,10 @@ class DashboardState(HasTraits):
 
     def export_png(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the chart as PNG (the suffix becomes .png)."""
-        from .charts import save_png
-
         target = Path(path or self.export_path).expanduser().with_suffix(".png")
         with self._action("Saving the chart"):
             target.parent.mkdir(parents=True, exist_ok=True)
-            written = Path(save_png(chart_figure(self.log), target))
+            written = Path(save_png(dashboard_chart(self.log), target))
             self._say(f"Saved the chart to {written.resolve()}", "ok")
         return written
 

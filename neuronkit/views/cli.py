@@ -10,22 +10,22 @@ __all__ = ["main"]
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from .doctor import doctor_report
+    from ..doctor import doctor_report
 
     print(doctor_report(cache_dir=args.cache_dir))
     return 0
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from .cache import inspect_cache
+    from ..cache import inspect_cache
 
     print(inspect_cache(args.dir))
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .events import CompileLog
-    from .report import format_report
+    from ..events import CompileLog
+    from .text import format_report
 
     log = CompileLog.load(args.log)
     print(format_report(log))
@@ -34,7 +34,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         print(f"chart written to {save_png(timeline(log), args.png)}")
     if args.chrome_trace:
-        from .views.chrome_trace import write_chrome_trace
+        from .chrome_trace import write_chrome_trace
 
         print(f"Chrome trace written to {write_chrome_trace(log, args.chrome_trace)} "
               "(open it in https://ui.perfetto.dev or chrome://tracing)")
@@ -42,7 +42,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from ..examples.demo import run_demo
 
     return run_demo(model=args.model, requests=args.requests, max_new_tokens=args.max_new_tokens,
                     backend=args.backend, log_dir=args.log_dir)
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neuronkit",
         description="See, explain and stop recompiles of Hugging Face models on AWS Trainium.")
-    from . import __version__
+    from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"neuronkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -1,7 +1,7 @@
 """Example distributed training run: one compile log per rank (``<log-dir>/compile.rank<N>.jsonl``).
 
-    torchrun --standalone --nproc_per_node=2 -m neuronkit.distributed_example --mode fsdp
-    nk.launch("neuronkit.distributed_example", 2, ["--mode", "tp"], log_dir="logs")
+    torchrun --standalone --nproc_per_node=2 -m neuronkit.examples.distributed_training --mode fsdp
+    nk.launch("neuronkit.examples.distributed_training", 2, ["--mode", "tp"], log_dir="logs")
 
 ``--mode fsdp``: ``DistributedConfig(fsdp_size=N)`` with Trainer, ``fixed_shape_args`` and
 ``CompileEventsCallback``. ``--mode tp``: ``DistributedConfig(tp_size=N)`` with a plain training
@@ -18,19 +18,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .distributed import rank, world_size
+from ..distributed import rank, world_size
+from .text import training_windows
 
 __all__ = ["main"]
 
-TEXT = ("the compiler builds one graph for every input shape it sees so a training run that pads "
-        "each batch to its own length compiles again and again while fixed shapes compile once")
-
-
 def examples(count: int, tokenizer) -> list[dict]:
     """``count`` deterministic examples of varied lengths (identical on every rank)."""
-    words = TEXT.split()
-    return [{"input_ids": tokenizer(" ".join(words[i % 7: i % 7 + 6 + (i * 5) % 17]))["input_ids"]}
-            for i in range(count)]
+    return [{"input_ids": tokenizer(text)["input_ids"]} for text in training_windows(count)]
 
 
 def _say(line: str) -> None:
@@ -44,8 +39,8 @@ def _load_sharded(model_path, parallelism: str):
     ``"fsdp_size"`` or ``"tp_size"``)."""
     from transformers import DistributedConfig
 
-    from .device import detect
-    from .models import load_model, load_tokenizer
+    from ..device import detect
+    from ..models import load_model, load_tokenizer
 
     device = detect().device
     world = world_size()
@@ -58,7 +53,8 @@ def _load_sharded(model_path, parallelism: str):
 def train_fsdp(args, model_path, log_path) -> None:
     from transformers import Trainer
 
-    from .training import CompileEventsCallback, FixedLengthCollator, fixed_shape_args
+    from ..collate import FixedLengthCollator
+    from ..training import CompileEventsCallback, fixed_shape_args
 
     world, tok, model = _load_sharded(model_path, "fsdp_size")
     out = args.out or tempfile.mkdtemp(prefix="neuronkit-fsdp-")
@@ -78,11 +74,11 @@ def train_fsdp(args, model_path, log_path) -> None:
 def train_tp(args, model_path, log_path) -> None:
     import torch
 
-    from .distributed import TrainerParallelismError, check_trainer_parallelism
-    from .recorder import CompileRecorder
-    from .training import FixedLengthCollator
+    from ..distributed import TrainerParallelismError, check_trainer_parallelism
+    from ..recorder import CompileRecorder
+    from ..collate import FixedLengthCollator
 
-    from .device import detect
+    from ..device import detect
 
     backend = detect().compile_backend
     world, tok, model = _load_sharded(model_path, "tp_size")
@@ -96,7 +92,7 @@ def train_tp(args, model_path, log_path) -> None:
     if args.trainer:
         from transformers import Trainer
 
-        from .training import CompileEventsCallback, fixed_shape_args
+        from ..training import CompileEventsCallback, fixed_shape_args
 
         targs = fixed_shape_args(args.out or tempfile.mkdtemp(), max_steps=args.steps,
                                  per_device_train_batch_size=args.batch_size, save_strategy="no")
@@ -130,10 +126,10 @@ def _dtype(device: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .distributed import LOG_DIR_ENV, rank_log_path
-    from .models import tiny_model
+    from ..distributed import LOG_DIR_ENV, rank_log_path
+    from ..models import tiny_model
 
-    p = argparse.ArgumentParser(prog="python -m neuronkit.distributed_example",
+    p = argparse.ArgumentParser(prog="python -m neuronkit.examples.distributed_training",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", choices=("fsdp", "tp"), default="fsdp")
     p.add_argument("--trainer", action="store_true", help="tp: use Trainer (refused on CPU)")

@@ -6,12 +6,8 @@ would cost there (on Neuron the compile times are measured).
 """
 from __future__ import annotations
 
-import random
 import tempfile
 from pathlib import Path
-
-WORDS = ("the quick brown fox jumps over a lazy dog while the compiler builds one graph for "
-         "every shape it sees so keep shapes static and pad to buckets").split()
 
 # a typical neuronx-cc compile of a small graph; real ones take minutes
 NEURON_COMPILE_COST_S = 60.0
@@ -19,24 +15,19 @@ NEURON_COMPILE_COST_S = 60.0
 __all__ = ["run_demo", "NEURON_COMPILE_COST_S"]
 
 
-def mixed_prompts(count: int, seed: int = 0) -> list[str]:
-    """``count`` prompts of varied lengths (deterministic for a seed)."""
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 60))) for _ in range(count)]
-
-
 def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int = 8,
              backend: str | None = None, log_dir: str | None = None) -> int:
     """Run the demo and print its report; returns a process exit code."""
     import torch
 
-    from .device import detect
-    from .events import CompileLog
-    from .generation import generate
-    from .models import load_model, load_tokenizer
-    from .recorder import CompileRecorder
-    from .report import format_report
-    from .shapes import plan_buckets
+    from ..device import detect
+    from ..events import CompileLog
+    from ..generation import generate
+    from ..models import load_model, load_tokenizer
+    from ..recorder import CompileRecorder
+    from ..views.text import format_report
+    from ..shapes import plan_buckets
+    from .text import mixed_texts
 
     if requests < 1:
         raise ValueError(f"--requests must be at least 1, got {requests}")
@@ -53,7 +44,7 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
     model_obj = load_model(model, device=report.device,
                            dtype="float32" if report.device == "cpu" else "bfloat16")
     tok = load_tokenizer(model)
-    prompts = mixed_prompts(requests)
+    prompts = mixed_texts(requests)
     lengths = [len(tok(p)["input_ids"]) for p in prompts]
     print(f"\nworkload: {requests} prompts, lengths {min(lengths)}..{max(lengths)} tokens, "
           f"max_new_tokens={max_new_tokens}, one request at a time as they arrive")

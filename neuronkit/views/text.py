@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Sequence
 
-from ._torch_text import input_name, short_reason
-from .advice import Advice, diagnose
-from .events import CompileEvent, CompileLog, as_events, function_labels, short_label
+from .._torch_text import input_name, short_reason
+from ..advice import Advice, diagnose
+from ..events import CompileEvent, CompileLog, as_events, function_labels, short_label
 
 __all__ = ["format_advice", "format_events", "format_report", "format_summary", "table"]
 
