@@ -19,7 +19,8 @@ from typing import Any, Iterable, Literal
 from .advice_shapes import CALLS_PER_LENGTH, Series, consecutive, graphs_of, graphs_per_rank, groups, \
     is_generation, limit_value, per_rank, plan, scalar_guards, series
 from ._torch_text import short_reason
-from .events import GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels, shape_key
+from .events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels, neff_seconds,
+                     shape_key)
 
 __all__ = ["Advice", "SEVERITIES", "Severity", "diagnose"]
 
@@ -373,11 +374,15 @@ def _ranks(events: list[CompileEvent], labels: dict[tuple[str, str], str]) -> li
 def _compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
     seconds: dict[int, float] = defaultdict(float)
     for e in events:
-        seconds[e.rank] += e.duration_s
+        seconds[e.rank] += e.total_s  # Dynamo + the NEFF build on Neuron
     total = max(seconds.values(), default=0.0)  # ranks compile side by side
     nums: dict[str, Any] = {"compile_s": round(total, 3), "events": len(events)}
+    neff = neff_seconds(events)
+    if neff:
+        nums["neff_s"] = round(neff, 3)
     if not wall:
-        return Advice(f"compiling took {total:.2f} s over {_count(len(events), 'event')}",
+        return Advice(f"compiling took {total:.2f} s over {_count(len(events), 'event')}"
+                      + (f" (of which {neff:.1f} s NEFF builds)" if neff else ""),
                       "The run's wall time is unknown, so its share cannot be given.", "", "info", nums)
     share = total / wall
     nums.update(wall_s=round(wall, 3), share=round(share, 4))

@@ -1,9 +1,13 @@
-"""Summarise a Neuron persistent compile cache folder (read-only).
+"""Summarise a Neuron compile cache folder (read-only), in either of its two layouts.
 
-Layout written by neuronx-cc: ``<cache>/neuronxcc-<version>/MODULE_<hlo-hash>+<flags-hash>/``
-holding ``model.neff`` (the compiled graph), ``model.done`` (success marker), ``model.log`` and
-``*.lock`` files while a compile runs. A failed entry blocks recompiling that graph until it is
-removed, so the failed ones are listed by path.
+- ``"native"``: native torch-neuronx ("TorchNeuron") keeps NEFFs in ``TORCH_NEURONX_NEFF_CACHE_DIR``
+  (default ``/tmp/neff_cache``) as ``ab/cd/<key>.neff`` and ``<sha256>/<sha256>.neff``, with
+  lock files in ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR``; see :mod:`neuronkit.cache_native`.
+- ``"legacy"``: the XLA-based torch-neuronx (trn1/inf2) wrote
+  ``<cache>/neuronxcc-<version>/MODULE_<hlo-hash>+<flags-hash>/`` holding ``model.neff`` (the
+  compiled graph), ``model.done`` (success marker), ``model.log`` and ``*.lock`` files while a
+  compile runs. A failed entry blocks recompiling that graph until it is removed, so the failed
+  ones are listed by path.
 """
 from __future__ import annotations
 
@@ -13,10 +17,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .device import loaded_neuronx, module_installed, neuronx_installed
+from .cache_native import (CACHE_DIR_ENV, NativeCache, PruneResult, ago, cache_switch, human_size,
+                           is_native_shard, native_cache_dir, printable, prune_native, scan_native)
+
 DEFAULT_CACHE_DIR = "/var/tmp/neuron-compile-cache"
 STATES = ("ok", "failed", "locked", "empty")
+LAYOUTS = ("native", "legacy")
 
-__all__ = ["inspect_cache", "CacheReport", "default_cache_dir", "human_size"]
+__all__ = ["LAYOUTS", "CacheReport", "PruneResult", "default_cache_dir", "detect_layout",
+           "human_size", "inspect_cache", "printable", "prune_cache"]
 
 
 @dataclass
@@ -33,12 +43,19 @@ class CacheEntry:
 
 @dataclass
 class CacheReport:
-    """What the cache folder holds; ``str()`` is a readable summary."""
+    """What the cache folder holds; ``str()`` is a readable summary.
+
+    ``layout`` says which layout was read: ``entries`` is filled for ``"legacy"``, ``native``
+    for ``"native"``. Any text from disk in ``str()`` has its control characters escaped."""
 
     path: Path
-    source: str = ""  # where the folder came from (argument, NEURON_CC_FLAGS, default)
+    source: str = ""  # where the folder came from (argument, an env variable, default)
     exists: bool = True
     entries: list[CacheEntry] = field(default_factory=list)
+    layout: str = "legacy"  # "native" | "legacy"
+    layout_reason: str = ""
+    native: NativeCache | None = None
+    notes: list[str] = field(default_factory=list)  # settings worth a look
 
     @property
     def counts(self) -> dict[str, int]:
@@ -46,6 +63,9 @@ class CacheReport:
 
     @property
     def total_size(self) -> int:
+        if self.native is not None:
+            n = self.native
+            return n.neff_bytes + sum(f.size for f in n.zero_size + n.temps)
         return sum(e.size for e in self.entries)
 
     @property
@@ -63,66 +83,87 @@ class CacheReport:
             table.setdefault(e.version, dict.fromkeys(STATES, 0))[e.state] += 1
         return dict(sorted(table.items()))
 
+    @property
+    def folder_fix(self) -> str:
+        """How to point the compiler at another cache folder, for this layout."""
+        if self.layout == "native":
+            return f"set {CACHE_DIR_ENV}=<a folder you can write>"
+        return "set NEURON_CC_FLAGS='--cache_dir=<a folder you can write>'"
+
     def summary_line(self) -> str:
         """One line, as ``neuronkit doctor`` shows it."""
+        where = printable(self.path)
         if not self.exists:
-            return f"{self.path}: not found (nothing compiled for Neuron here yet)"
+            return f"{where}: not found (nothing compiled for Neuron here yet)"
+        if self.native is not None:
+            n = self.native
+            return (f"{where}: {len(n.neffs)} NEFFs ({n.count('cpp')} C++, "
+                    f"{n.count('python')} Python), {human_size(n.neff_bytes)}; "
+                    f"{len(n.leftovers)} temp leftovers, {len(n.zero_size)} zero-size, "
+                    f"{len(n.stale_locks)} stale locks (native layout)")
         c = self.counts
-        return (f"{self.path}: {len(self.entries)} graphs ({c['ok']} ok, {c['failed']} failed, "
+        return (f"{where}: {len(self.entries)} graphs ({c['ok']} ok, {c['failed']} failed, "
                 f"{c['locked']} locked, {c['empty']} empty), {human_size(self.total_size)}")
 
     def __str__(self) -> str:
+        where = printable(self.path)
+        layout = (f"  layout     {self.layout}: "
+                  + ("native torch-neuronx" if self.layout == "native"
+                     else "XLA-era torch-neuronx, neuronxcc-*/MODULE_* folders")
+                  + (f" ({self.layout_reason})" if self.layout_reason else ""))
+        notes = [f"  note: {n}" for n in self.notes]
         if not self.exists and self.source == "as given":
-            return (f"Neuron compile cache: no folder at {self.path}. Check the path: pass the "
-                    "folder holding the neuronxcc-<version> folders, or nothing for the default.")
+            what = (f"the folder {CACHE_DIR_ENV} points at (default /tmp/neff_cache)"
+                    if self.layout == "native" else "the folder holding the neuronxcc-<version> "
+                    "folders")
+            return "\n".join([f"Neuron compile cache: no folder at {where}. Check the path: pass "
+                              f"{what}, or nothing for the default.", layout, *notes])
         if not self.exists:
-            return (f"Neuron compile cache: no folder at {self.path} ({self.source}).\n"
-                    "Nothing has been compiled for Neuron on this machine with these settings; "
-                    "the folder appears after the first Neuron compile. Pass another folder "
-                    "with `neuronkit cache DIR`.")
-        lines = [f"Neuron compile cache: {self.path} ({self.source})"]
+            return "\n".join([
+                f"Neuron compile cache: no folder at {where} ({self.source}).",
+                "Nothing has been compiled for Neuron on this machine with these settings; the "
+                "folder appears after the first Neuron compile. Pass another folder with "
+                f"`neuronkit cache DIR`, or {self.folder_fix}.", layout, *notes])
+        lines = [f"Neuron compile cache: {where} ({self.source})", layout]
+        if self.native is not None:
+            lines += self.native.lines()
+            lines.append(f"  cache      {cache_switch()[1]}")
+            if self.native.prunable:
+                lines.append(f"  prune      run again with --prune to list the "
+                             f"{len(self.native.prunable)} file(s) it would remove; add --yes "
+                             "to remove them")
+            return "\n".join(lines + notes)
         if not self.entries:
             lines.append("  no compiled graphs in it (no neuronxcc-*/MODULE_* folders)")
-            return "\n".join(lines)
+            return "\n".join(lines + notes)
         c, newest = self.counts, self.newest
         assert newest is not None  # there are entries
         lines += [f"  graphs     {len(self.entries)}: {c['ok']} ok, {c['failed']} failed, "
                   f"{c['locked']} locked (compiling now, or a compile that died), "
                   f"{c['empty']} empty",
                   f"  size       {human_size(self.total_size)}",
-                  f"  newest     {newest.path.name} ({newest.version}, {_ago(newest.mtime)})"]
+                  f"  newest     {printable(newest.path.name)} ({printable(newest.version)}, "
+                  f"{_ago(newest.mtime)})"]
         for version, counts in self.by_version.items():
-            lines.append(f"  neuronxcc-{version}: "
+            lines.append(f"  neuronxcc-{printable(version)}: "
                          + ", ".join(f"{n} {s}" for s, n in counts.items()))
         if self.failed:
             lines.append("  failed entries block recompiling their graph until removed "
                          "(rm -r the folder, then run again):")
             for e in self.failed[:10]:
-                lines.append(f"    {e.path}" + (f"  [{e.error}]" if e.error else ""))
+                lines.append(f"    {printable(e.path)}"
+                             + (f"  [{printable(e.error)}]" if e.error else ""))
             if len(self.failed) > 10:
                 lines.append(f"    ... and {len(self.failed) - 10} more")
-        return "\n".join(lines)
-
-
-def human_size(nbytes: int) -> str:
-    size = float(nbytes)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"  # pragma: no cover
+        return "\n".join(lines + notes)
 
 
 def _ago(mtime: float) -> str:
-    seconds = max(0.0, time.time() - mtime)
-    for unit, span in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= span:
-            return f"{seconds / span:.0f} {unit} ago"
-    return f"{seconds:.0f} s ago"
+    return f"{ago(time.time() - mtime)} ago"
 
 
 def default_cache_dir() -> tuple[Path, str]:
-    """The cache folder the Neuron compiler uses here, and why."""
+    """The legacy (XLA-era) cache folder the Neuron compiler uses here, and why."""
     flags = os.environ.get("NEURON_CC_FLAGS", "")
     try:
         words = shlex.split(flags)
@@ -177,28 +218,141 @@ def _last_error(log: Path) -> str:
     return line if len(line) <= 120 else line[:117] + "..."
 
 
-def inspect_cache(path: str | os.PathLike | None = None) -> CacheReport:
-    """Count the cache's graphs that succeeded / failed / are locked / are empty; never writes.
+def _package_layout() -> tuple[str, str] | None:
+    if loaded_neuronx() is None and not neuronx_installed():
+        return None
+    if module_installed("torch_xla"):
+        return "legacy", "torch-neuronx is installed with torch_xla (the XLA-based one)"
+    return "native", "torch-neuronx is installed without torch_xla"
 
-    ``path``: the cache root (holding ``neuronxcc-*`` folders) or one ``neuronxcc-<version>``
-    folder. Default: ``--cache_dir`` in ``NEURON_CC_FLAGS``, else ``/var/tmp/neuron-compile-cache``.
+
+def _on_disk(root: Path) -> str | None:
+    """The layout the folder's contents show, if any."""
+    if root.name.startswith("neuronxcc-"):
+        return "legacy"
+    try:
+        with os.scandir(root) as it:
+            names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return None
+    if any(n.startswith("neuronxcc-") for n in names):
+        return "legacy"
+    return "native" if any(is_native_shard(n) for n in names) else None
+
+
+def detect_layout(path: str | os.PathLike | None = None) -> tuple[str, str]:
+    """(``"native"`` | ``"legacy"``, why) for the folder ``path``, or for this machine's cache.
+
+    What the folder holds decides; then the installed torch-neuronx (native without torch_xla);
+    then the environment; then which default folder exists (native when neither does)."""
+    if path is not None:
+        root = Path(path).expanduser()
+        found = _on_disk(root)
+        if found:
+            return found, ("it holds neuronxcc-* folders" if found == "legacy"
+                           else "it holds native cache folders (ab/ or <sha256>/)")
+        if root == native_cache_dir()[0]:
+            return "native", "it is the native cache folder"
+        return _package_layout() or ("legacy", "nothing in it or installed here shows a layout")
+    package = _package_layout()
+    if package:
+        return package
+    if os.environ.get(CACHE_DIR_ENV):
+        return "native", f"{CACHE_DIR_ENV} is set"
+    legacy_dir, legacy_source = default_cache_dir()
+    if legacy_source != "the Neuron default":
+        return "legacy", f"the folder comes {legacy_source}"
+    if legacy_dir.exists() and not native_cache_dir()[0].exists():
+        return "legacy", "only the legacy cache folder exists"
+    return "native", "no torch-neuronx installed here; native is the current one"
+
+
+def _notes(layout: str, root: Path, forced: bool, auto_default: bool) -> list[str]:
+    """Settings and folders worth a look, for the layout read."""
+    notes = []
+    if forced and _on_disk(root) not in (None, layout):
+        other = "native" if layout == "legacy" else "legacy"
+        notes.append(f"this folder looks like the {other} layout: try --layout {other}")
+    if auto_default:
+        other_dir = default_cache_dir()[0] if layout == "native" else native_cache_dir()[0]
+        if other_dir.is_dir():
+            other = "legacy" if layout == "native" else "native"
+            notes.append(f"the {other} cache folder {printable(other_dir)} exists too: "
+                         f"`neuronkit cache --layout {other}`")
+    if layout != "native":
+        return notes
+    if default_cache_dir()[1] == "from NEURON_CC_FLAGS --cache_dir":
+        notes.append("NEURON_CC_FLAGS has --cache_dir, an XLA-era option: native torch-neuronx "
+                     "passes NEURON_CC_FLAGS straight to neuronx-cc (and into every cache key) "
+                     f"and caches in {CACHE_DIR_ENV} instead. Fix: move the folder to "
+                     f"{CACHE_DIR_ENV} and drop --cache_dir")
+    if os.environ.get("NEURON_COMPILE_CACHE_URL"):
+        notes.append("NEURON_COMPILE_CACHE_URL is XLA-era: native torch-neuronx ignores it")
+    if os.environ.get(CACHE_DIR_ENV) == "":
+        notes.append(f"{CACHE_DIR_ENV} is set but empty: the C++ path then uses /tmp/neff_cache, "
+                     "the Python sync-mode path the current folder. Fix: unset it or name a folder")
+    if os.environ.get("TORCH_NEURONX_DISABLE_NEFF_CACHE") is not None:
+        notes.append("TORCH_NEURONX_DISABLE_NEFF_CACHE switches off the in-process NEFF dict "
+                     "only; the disk cache's switch is TORCH_NEURONX_NEFF_DISABLE_CACHE")
+    return notes
+
+
+def inspect_cache(path: str | os.PathLike | None = None, *,
+                  layout: str | None = None) -> CacheReport:
+    """Read the cache folder and count what it holds; never writes.
+
+    ``layout``: ``"native"`` or ``"legacy"``; default: :func:`detect_layout`. ``path``: native,
+    the folder ``TORCH_NEURONX_NEFF_CACHE_DIR`` names (default ``/tmp/neff_cache``); legacy, the
+    cache root (holding ``neuronxcc-*`` folders) or one ``neuronxcc-<version>`` folder, default
+    ``--cache_dir`` in ``NEURON_CC_FLAGS``, else ``/var/tmp/neuron-compile-cache``.
     """
+    if layout is not None and layout not in LAYOUTS:
+        raise ValueError(f"layout must be 'native' or 'legacy', not {layout!r}")
+    chosen, why = (layout, "as asked") if layout else detect_layout(path)
     if path is None:
-        root, source = default_cache_dir()
+        root, source = native_cache_dir() if chosen == "native" else default_cache_dir()
     else:
         root, source = Path(path).expanduser(), "as given"
-    if not root.exists():
-        return CacheReport(path=root, source=source, exists=False)
+    notes = _notes(chosen, root, forced=layout is not None, auto_default=path is None and
+                   layout is None)
+    report = CacheReport(path=root, source=source, exists=root.exists(), layout=chosen,
+                         layout_reason=why, notes=notes)
+    if not report.exists:
+        return report
     if not root.is_dir():
-        raise ValueError(f"{root} is a file, not a Neuron compile cache folder "
-                         "(expected a folder holding neuronxcc-<version>/MODULE_* folders)")
+        expected = ("the folder TORCH_NEURONX_NEFF_CACHE_DIR names" if chosen == "native"
+                    else "a folder holding neuronxcc-<version>/MODULE_* folders")
+        raise ValueError(f"{printable(root)} is a file, not a Neuron compile cache folder "
+                         f"(expected {expected})")
+    if chosen == "native":
+        report.native = scan_native(root)
+        return report
     try:
         versions = [root] if root.name.startswith("neuronxcc-") else \
             sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("neuronxcc-"))
-        entries = [_entry(module, vdir.name.removeprefix("neuronxcc-"))
-                   for vdir in versions for module in sorted(vdir.iterdir())
-                   if module.is_dir() and module.name.startswith("MODULE_")]
+        report.entries = [_entry(module, vdir.name.removeprefix("neuronxcc-"))
+                          for vdir in versions for module in sorted(vdir.iterdir())
+                          if module.is_dir() and module.name.startswith("MODULE_")]
     except PermissionError as exc:
-        raise ValueError(f"cannot read the compile cache {root}: {exc.strerror} ({exc.filename}); "
-                         "run as the user who compiled, or pass a folder you can read") from exc
-    return CacheReport(path=root, source=source, exists=True, entries=entries)
+        raise ValueError(f"cannot read the compile cache {printable(root)}: {exc.strerror} "
+                         f"({printable(exc.filename)}); run as the user who compiled, or pass a "
+                         "folder you can read") from exc
+    return report
+
+
+def prune_cache(path: str | os.PathLike | None = None, *, layout: str | None = None,
+                dry_run: bool = True) -> PruneResult:
+    """Remove the native cache's temp leftovers, zero-size NEFFs and stale locks; by default
+    a dry run that only lists them. Good NEFFs and fresh or held locks are never touched."""
+    report = inspect_cache(path, layout=layout)
+    where = printable(report.path)
+    if not report.exists:
+        raise FileNotFoundError(f"no cache folder at {where} ({report.source}): nothing to prune. "
+                                "Check the path, or pass the folder TORCH_NEURONX_NEFF_CACHE_DIR "
+                                "names")
+    if report.native is None:
+        raise ValueError(f"--prune cleans the native torch-neuronx layout only, and {where} is "
+                         f"read as the legacy layout ({report.layout_reason}). Fix: pass "
+                         "--layout native if it is a native cache; in a legacy cache remove the "
+                         "failed entries `neuronkit cache` lists by hand")
+    return prune_native(report.path, report.native, dry_run=dry_run)

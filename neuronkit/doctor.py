@@ -1,26 +1,19 @@
 """``neuronkit doctor``: versions, devices, the device and compile backend in use, the compile
-cache, and the known Neuron traps, each checked with ok / warn and a one-line fix."""
+cache, and the known Neuron traps, each checked with ok / warn / tip and a one-line fix. The
+checks of the native torch-neuronx stack are in ``doctor_native``."""
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 
-from .cache import CacheReport, default_cache_dir, inspect_cache
-from .device import CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, DeviceReport, detect, package_version
+from .cache import CacheReport, inspect_cache
+from .device import (CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, STACK_NAMES, DeviceReport, detect,
+                     package_version, torch_xla_version)
+from .doctor_native import NEFF_CACHE_FIX, Check, library_checks, settings_checks
 
 STALE_LOCK_S = 3600.0
 
 __all__ = ["doctor_report"]
-
-
-@dataclass
-class Check:
-    """One known trap: ``status`` is "ok" or "warn"; ``text`` says what was found and the fix."""
-
-    status: str
-    name: str
-    text: str
 
 
 def _detect() -> tuple[DeviceReport, Check | None]:
@@ -53,26 +46,19 @@ def checks(report: DeviceReport, cache: CacheReport | None) -> list[Check]:
                          "'neuron' / 'neuron:N'"))
     elif report.versions.get("torch-neuronx"):
         out.append(Check("warn", "neuron devices", "torch-neuronx is installed but sees no "
-                         "device. Fix: run on a trn1/trn2/inf2 instance; check `neuron-ls` and "
-                         "the driver"))
+                         "device. Fix: run on a Trn2/Trn3 instance (the only ones native "
+                         "torch-neuronx supports); check `neuron-ls` and the driver"))
     else:
         out.append(Check("warn", "neuron devices", f"no Neuron device found: running on "
                          f"{report.device} with the {report.compile_backend!r} backend instead. "
-                         "Fix (on Trainium): install torch-neuronx"))
+                         "Fix (on Trn2/Trn3): install torch-neuronx"))
+    out.extend(report.findings)  # instance, torch / torch-neuronx pairing, torch_xla
     out.append(Check("ok", "device_map='auto'", "it does not see Neuron (model stays on CPU); "
                      f"nk.load_model passes device_map={report.device!r} explicitly and checks "
                      "placement. In your own code use device_map='neuron'"))
     out.append(Check("ok", "generate inputs", "leave input_ids on CPU: generate() moves only "
                      "forward's tensors to the device; nk.generate does this and pads to buckets"))
-    try:
-        from transformers.utils import is_torch_neuron_available  # noqa: F401
-
-        out.append(Check("ok", "Trainer on Neuron", "this transformers knows the neuron device; "
-                         "its Trainer compiles with dynamic=False there, so every new padded "
-                         "length recompiles. Fix: nk.fixed_shape_args + nk.FixedLengthCollator"))
-    except ImportError:
-        out.append(Check("warn", "Trainer on Neuron", "this transformers has no Neuron support. "
-                         "Fix: pip install 'transformers>=5,<6'"))
+    out.extend(library_checks())
     disabled = [v for v in ("TORCH_COMPILE_DISABLE", "TORCHDYNAMO_DISABLE")
                 if os.environ.get(v, "").lower() in ("1", "true")]
     if disabled:
@@ -80,23 +66,27 @@ def checks(report: DeviceReport, cache: CacheReport | None) -> list[Check]:
                          "and no compile events are recorded. Fix: unset it"))
     else:
         out.append(Check("ok", "torch.compile", "enabled (TORCH_COMPILE_DISABLE not set)"))
-    flags = os.environ.get("NEURON_CC_FLAGS")
-    out.append(Check("ok", "NEURON_CC_FLAGS", repr(flags) if flags else
-                     "not set: the compiler uses its defaults and the default cache folder"))
-    out.extend(_cache_checks(cache))
+    out.extend(settings_checks(report))
+    out.extend(_cache_checks(cache, report.stack))
     return out
 
 
-def _cache_checks(cache: CacheReport | None) -> list[Check]:
+def _cache_checks(cache: CacheReport | None, stack: str = "") -> list[Check]:
     if cache is None:
         return []
+    fix = ("NEURON_CC_FLAGS='--cache_dir=<a folder you can write>' (XLA-based torch-neuronx)"
+           if stack == "xla" else NEFF_CACHE_FIX)
     if not cache.exists:
+        parent = next((p for p in cache.path.parents if p.exists()), None)
+        if parent is not None and not os.access(parent, os.W_OK | os.X_OK):
+            return [Check("warn", "compile cache", f"{cache.path} cannot be created ({parent} is "
+                          f"not writable): every run recompiles. Fix: {fix}")]
         return [Check("ok", "compile cache", f"{cache.path} does not exist yet (created by the "
                       "first Neuron compile)")]
     out: list[Check] = []
     if not os.access(cache.path, os.W_OK):
         out.append(Check("warn", "compile cache", f"{cache.path} is not writable: every run "
-                         "recompiles. Fix: chmod it, or NEURON_CC_FLAGS='--cache_dir=<your dir>'"))
+                         f"recompiles. Fix: chmod it, or {fix}"))
     if cache.failed:
         what = "1 failed entry blocks" if len(cache.failed) == 1 else \
             f"{len(cache.failed)} failed entries block"
@@ -126,12 +116,15 @@ def doctor_report(cache_dir: str | os.PathLike | None = None) -> str:
     versions = dict(report.versions)
     versions.update({"accelerate": package_version("accelerate"),
                      "neuronx-cc": package_version("neuronx-cc"), "neuronkit": __version__})
+    xla = torch_xla_version()
+    if xla:
+        versions["torch-xla"] = xla
     try:
         cache = inspect_cache(cache_dir)
         cache_line = cache.summary_line()
     except ValueError as exc:
         cache, cache_line = None, f"cannot read: {exc}"
-    where = "" if cache_dir is not None else f" ({default_cache_dir()[1]})"
+    where = "" if cache_dir is not None or cache is None else f" ({cache.source})"
     found = (f"yes, {report.device_count} device(s)" if report.neuron_available
              else "NO - no Neuron device found")
     why = report.reason or f"{report.device_count} Neuron device(s) found"
@@ -141,13 +134,17 @@ def doctor_report(cache_dir: str | os.PathLike | None = None) -> str:
         ("neuron", found), ("cuda", "yes" if report.cuda_available else "no"),
         ("device used", report.device), ("why", why),
         ("compile backend", f"{report.compile_backend} ({_backend_source(report)})"),
-        ("bf16", "yes" if report.bf16_supported else "no")])
+        ("bf16", "yes" if report.bf16_supported else "no"),
+        ("neuron stack", STACK_NAMES.get(report.stack, "none (torch-neuronx not installed)")),
+        *([("instance", f"{report.instance} (from {report.instance_source})")]
+          if report.instance else [])])
     lines += _table("compile cache" + where, [("folder", cache_line)])
     found_checks = ([backend_check] if backend_check else []) + checks(report, cache)
     name_w = max(len(c.name) for c in found_checks)
     lines.append("known traps")
     lines += [f"  [{c.status:<4}] {c.name:<{name_w}}  {c.text}" for c in found_checks]
-    lines += [f"  [warn] {w}" for w in report.warnings]
+    shown = {c.text for c in found_checks}
+    lines += [f"  [warn] {w}" for w in report.warnings if w not in shown]
     lines.append("")
     if report.neuron_available:
         lines.append(f"Neuron found: neuronkit runs on {report.device} with the "

@@ -1,11 +1,15 @@
 """Compile events and the append-only JSONL log that holds them.
 
-A log file is one header line followed by one JSON object per event:
+A log file is one header line followed by one JSON object per event, and update lines:
 
-    {"format": "neuronkit-compile-log", "version": 1, "neuronkit": ..., "torch": ..., ...}
+    {"format": "neuronkit-compile-log", "version": 2, "neuronkit": ..., "torch": ..., ...}
     {"seq": 0, "compile_id": "0/0", "function": "forward", ...}
+    {"update": 0, "neff_compile_s": 94.2, "neff_cache": "compiled"}
 
-Each event is written and flushed as it happens, so a crash loses nothing recorded.
+Each event is written and flushed as it happens, so a crash loses nothing recorded. What is only
+known later (the NEFF build of a graph on Neuron finishes after Dynamo's compile returns) arrives
+as an update line naming the event's ``seq``; a crash before it loses only that value. Version 1
+logs (no update lines, no Neuron fields) load unchanged.
 """
 from __future__ import annotations
 
@@ -20,15 +24,19 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 __all__ = ["CompileEvent", "CompileLog", "EventKind", "FORMAT", "FORMAT_VERSION", "GRAPH_KINDS",
-           "KINDS", "LogFormatError", "as_events", "compile_seconds", "function_labels", "graphs",
-           "shape_key", "short_label"]
+           "KINDS", "NEFF_CACHE_STATES", "UPDATABLE", "LogFormatError", "as_events",
+           "compile_seconds", "function_labels", "graphs", "neff_seconds", "shape_key",
+           "short_label", "total_seconds"]
 
 FORMAT = "neuronkit-compile-log"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: update lines, kind "kernels", neff_compile_s / neff_cache / kernels / ops
 
-EventKind = Literal["first", "recompile", "limit_hit", "failed", "eager_fallback"]
-KINDS: tuple[str, ...] = ("first", "recompile", "limit_hit", "failed", "eager_fallback")
+EventKind = Literal["first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels"]
+KINDS: tuple[str, ...] = ("first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels")
 GRAPH_KINDS: tuple[str, ...] = ("first", "recompile")  # the kinds that build a graph
+# where a graph's NEFF came from on Neuron: built by neuronx-cc, the disk cache, the in-memory cache
+NEFF_CACHE_STATES: tuple[str, ...] = ("compiled", "disk_hit", "memory_hit")
+UPDATABLE: tuple[str, ...] = ("neff_compile_s", "neff_cache")  # fields an update line may set
 
 class LogFormatError(ValueError):
     """The file is not a neuronkit compile log, or was written by a newer neuronkit."""
@@ -38,7 +46,16 @@ class LogFormatError(ValueError):
 class CompileEvent:
     """One Dynamo compile (or a refused one: ``limit_hit``) seen by the recorder, or calls torch
     ran uncompiled after a limit hit (``eager_fallback``: ``calls`` of them, counted by the
-    neuronkit workload that made them; torch records nothing for them)."""
+    neuronkit workload that made them; torch records nothing for them), or the eager-op kernels
+    compiled since the last safe point (``kernels``: ``kernels`` new ones, ``ops`` per op name;
+    ``forecast`` when counted on a machine without Neuron, as what Neuron would compile).
+
+    ``duration_s`` is Dynamo's time (for ``kernels``: their compile seconds where known). On
+    Neuron ``neff_compile_s`` is the neuronx-cc build of the event's graphs, which runs after
+    Dynamo returns, and ``neff_cache`` where the NEFF came from; both None until resolved, and
+    elsewhere. ``metrics["neff_in_duration"]``: the build blocked inside Dynamo's time
+    (``NEURON_LAUNCH_BLOCKING=1``), so it is not added again.
+    """
 
     seq: int = 0
     compile_id: str = ""
@@ -57,6 +74,17 @@ class CompileEvent:
     context: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
     calls: int = 0
+    neff_compile_s: float | None = None
+    neff_cache: str | None = None
+    kernels: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+    forecast: bool = False
+
+    @property
+    def total_s(self) -> float:
+        """Dynamo's seconds plus the NEFF build's (unless it already lies inside Dynamo's)."""
+        neff = 0.0 if self.metrics.get("neff_in_duration") else float(self.neff_compile_s or 0.0)
+        return float(self.duration_s or 0.0) + neff
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -75,6 +103,17 @@ def graphs(events: Iterable[CompileEvent]) -> int:
 def compile_seconds(events: Iterable[CompileEvent]) -> float:
     """The compile seconds of the events (Dynamo's ``duration_s``)."""
     return sum(float(e.duration_s or 0.0) for e in events)
+
+
+def neff_seconds(events: Iterable[CompileEvent]) -> float:
+    """The NEFF build seconds of the events (0 where unresolved or not Neuron)."""
+    return sum(float(e.neff_compile_s or 0.0) for e in events
+               if not e.metrics.get("neff_in_duration"))
+
+
+def total_seconds(events: Iterable[CompileEvent]) -> float:
+    """Dynamo + NEFF seconds of the events: what compiling cost the run."""
+    return sum(e.total_s for e in events)
 
 
 def shape_key(event: CompileEvent) -> str:
@@ -149,6 +188,25 @@ class CompileLog:
                     os.fsync(fh.fileno())
         return event
 
+    def update(self, seq: int, **fields: Any) -> CompileEvent:
+        """Set fields known only after an event was written (``UPDATABLE``: the NEFF build time
+        and cache state on Neuron); the file gets an update line, flushed."""
+        unknown = sorted(set(fields) - set(UPDATABLE))
+        if unknown:
+            raise ValueError(f"an update may set only {UPDATABLE}, not {unknown}")
+        with self._lock:
+            event = next((e for e in self.events if e.seq == seq), None)
+            if event is None:
+                raise KeyError(f"no event with seq {seq} in this log")
+            for name, value in fields.items():
+                setattr(event, name, value)
+            if self.path is not None:
+                with open(self.path, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"update": seq, **fields}, default=str) + "\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        return event
+
     def set_wall_time(self, seconds: float) -> None:
         """Set the active wall time; the file gets a ``{"wall_time_s": ...}`` line (last one wins)."""
         with self._lock:
@@ -200,6 +258,7 @@ class CompileLog:
                 f"{path} uses log format version {version!r}; this neuronkit reads up to "
                 f"{FORMAT_VERSION}. Upgrade neuronkit (pip install -U neuronkit) to read it.")
         events: list[CompileEvent] = []
+        updates: list[tuple[int, dict[str, Any]]] = []
         wall_time_s = header.get("wall_time_s")
         last = len(lines)
         for number, line in enumerate(lines[1:], start=2):
@@ -212,10 +271,23 @@ class CompileLog:
                 if "seq" not in data and "wall_time_s" in data:
                     wall_time_s = data["wall_time_s"]
                     continue
+                if "update" in data and "seq" not in data:
+                    updates.append((number, data))
+                    continue
                 events.append(CompileEvent.from_dict(data))
             except (json.JSONDecodeError, TypeError, ValueError) as exc:
                 what = "a truncated last line" if number == last else "a damaged line"
                 warnings.warn(f"{path}: skipped {what} ({number}): {exc}", stacklevel=2)
+        by_seq = {e.seq: e for e in events}
+        for number, data in updates:
+            target = by_seq.get(data["update"]) if isinstance(data["update"], int) else None
+            if target is None:
+                warnings.warn(f"{path}: line {number} updates event {data['update']!r}, which the "
+                              "log does not hold; skipped", stacklevel=2)
+                continue
+            for name in UPDATABLE:
+                if name in data:
+                    setattr(target, name, data[name])
         log = cls(events, header=header)
         log.path = path
         log.wall_time_s = wall_time_s
@@ -233,7 +305,13 @@ class CompileLog:
 
     @property
     def total_compile_s(self) -> float:
+        """Dynamo's compile seconds (``duration_s``) of every event."""
         return compile_seconds(self.events)
+
+    @property
+    def total_neff_s(self) -> float:
+        """NEFF build seconds resolved so far (Neuron only)."""
+        return neff_seconds(self.events)
 
     def compile_share(self, events: Iterable[CompileEvent] | None = None) -> float | None:
         """Compile seconds / wall time, per rank: the most any one rank spent compiling.
@@ -246,7 +324,7 @@ class CompileLog:
             return None
         per_rank: dict[int, float] = defaultdict(float)
         for e in self.events if events is None else events:
-            per_rank[e.rank] += e.duration_s
+            per_rank[e.rank] += e.total_s
         return max(per_rank.values(), default=0.0) / self.wall_time_s
 
     def graph_counts(self) -> dict[str, int]:
@@ -263,7 +341,7 @@ class CompileLog:
 
     def summary(self) -> list[dict[str, Any]]:
         """Per function: graphs, shapes, limit hits, failures, eager calls after a limit hit,
-        total/mean compile s, share of wall.
+        eager kernels, Dynamo and NEFF compile s, mean s, share of wall (of both).
 
         Counts and seconds add up all ranks; ``share_of_wall`` is per rank (see
         :meth:`compile_share`). ``function`` is the :func:`function_labels` label.
@@ -275,16 +353,20 @@ class CompileLog:
             key = (e.function, e.location)
             row = rows.setdefault(key, {"function": labels[key], "location": e.location,
                                         "graphs": 0, "limit_hits": 0, "failed": 0,
-                                        "eager_calls": 0, "compile_s": 0.0})
+                                        "eager_calls": 0, "kernels": 0, "compile_s": 0.0,
+                                        "neff_s": 0.0})
             if e.kind in GRAPH_KINDS:
                 row["graphs"] += 1
             elif e.kind == "limit_hit":
                 row["limit_hits"] += 1
             elif e.kind == "eager_fallback":
                 row["eager_calls"] += e.calls
+            elif e.kind == "kernels":
+                row["kernels"] += e.kernels
             else:
                 row["failed"] += 1
             row["compile_s"] += e.duration_s
+            row["neff_s"] += neff_seconds([e])
             events[key].append(e)
         for key, row in rows.items():
             row["distinct_shapes"] = len({shape_key(e) for e in events[key]})

@@ -82,6 +82,7 @@ class GenerationResult:
     recompile_limit: LimitFit | None = None   # what was done to torch's limit (None: nothing)
     eager_calls: int = 0             # decode calls torch ran uncompiled (after a limit hit)
     full_layers: int = 0             # sliding-window cache layers given full length
+    forecast_kernels: int = 0        # eager kernels native Neuron would compile (a CPU forecast)
 
     @property
     def text(self) -> str:
@@ -114,7 +115,9 @@ class GenerationResult:
                 + (f"; {self.recompile_limit}" if self.recompile_limit is not None
                    and self.recompile_limit.limit > self.recompile_limit.limit_before else "")
                 + (f"; {self.eager_calls} decode calls ran EAGER (recompile limit)"
-                   if self.eager_calls else ""))
+                   if self.eager_calls else "")
+                + (f"; forecast: {self.forecast_kernels} eager kernels on Neuron"
+                   if self.forecast_kernels else ""))
 
 
 def _plural(count: int, noun: str) -> str:
@@ -258,7 +261,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
              buckets: Buckets | list[int] | str | None = None, batch_size: int | None = None,
              recorder=None, *, compile: bool = True, backend: Any = None,
              truncate: str | None = None, fit_recompile_limit: bool = True,
-             **generate_kwargs) -> GenerationResult:
+             forecast_kernels: bool = False, **generate_kwargs) -> GenerationResult:
     """Generate for one prompt or many with bounded static shapes, recording compile events.
 
     ``buckets``: a :class:`Buckets` or list of prompt lengths, ``"auto"`` (``plan_buckets`` on
@@ -272,10 +275,15 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     (default on) raises torch's recompile limit for the call to the graphs the decode function
     holds plus those the call plans (``result.recompile_limit`` says what was done); off, a
     limit hit runs the rest eager and each such batch is recorded as an ``eager_fallback`` event.
+    ``forecast_kernels=True`` counts the eager-op kernels native Neuron would compile (the ops of
+    the model's uncompiled forward: the prefill) and records them per batch as a ``kernels`` event
+    marked ``forecast`` (``result.forecast_kernels``): a forecast counted here, not a measurement.
     Other keywords go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
     """
     import torch
     from transformers import LogitsProcessorList
+
+    from .sources.kernel_forecast import KernelForecast, checkpoint, counting
 
     prompts = _check_prompts(prompts)
     max_new_tokens = _positive(max_new_tokens, "max_new_tokens")
@@ -334,6 +342,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     t_start = time.perf_counter()
     fit: LimitFit | None = None
     eager_calls = full_layers = 0
+    forecast = KernelForecast(rec, within=model) if forecast_kernels else None  # forward's ops
     try:
         with contextlib.ExitStack() as scope:
             if planned:
@@ -352,7 +361,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                 label = f"generate batch {n}: bucket {bucket}, cache {cache_len}"
                 outer = rec.current_context  # keep a caller's label (a sweep step, a training step)
                 label = f"{outer} · {label}" if outer and outer != "generate" else label
-                with rec.context(label):
+                with rec.context(label), counting(forecast):
                     t0 = time.perf_counter()
                     out = model.generate(input_ids=input_ids, attention_mask=mask,
                                          max_new_tokens=max_new_tokens, pad_token_id=pad_id,
@@ -381,6 +390,9 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                             rec, model, seen, (len(rows), bucket, cache_len),
                             steps=out.shape[1] - bucket - 1, backend=backend_name,
                             started_at=time.time() - (time.perf_counter() - t0))
+                with rec.context(label):
+                    rec.safe_point()  # on Neuron: NEFF build times, this batch's eager kernels
+                    checkpoint(forecast)  # forecast_kernels=True: this batch's, as one event
                 positions += len(rows) * bucket
                 real_positions += sum(lengths[i] for i in chunk)
     finally:
@@ -394,4 +406,5 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                             events=list(rec.events[first_event:]), buckets=buckets, wall_s=wall,
                             device=device, backend=backend_name, batch_size=batch_size,
                             new_tokens=new_tokens, planned_graphs=planned, recompile_limit=fit,
-                            eager_calls=eager_calls, full_layers=full_layers)
+                            eager_calls=eager_calls, full_layers=full_layers,
+                            forecast_kernels=forecast.kernels if forecast else 0)

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .events import FORMAT, FORMAT_VERSION, CompileEvent, CompileLog
-from .sources.dynamo import TAP, say
+from .sources import say
+from .sources.dynamo import TAP
+from .sources.neuron import NEURON
 
 __all__ = ["CompileRecorder", "default_header", "default_rank"]
 
@@ -114,15 +116,21 @@ class CompileRecorder:
         if self._started is None:
             from .device import import_neuronx
 
-            import_neuronx()  # its dynamo metrics enrich the events
+            import_neuronx()  # on Neuron: NEFF build times and eager kernels (sources/neuron.py)
+            NEURON.baseline(self)
             TAP.attach(self)
             self._started = time.perf_counter()
         return self
 
     def stop(self) -> CompileRecorder:
-        """Stop recording; torch's logging is left as it was found once no recorder is active."""
+        """Stop recording (a safe point first, see :meth:`safe_point`); torch's logging is left as
+        it was found once no recorder is active."""
         if self._started is not None:
-            TAP.detach(self)
+            try:
+                self.safe_point()
+            finally:
+                TAP.detach(self)
+                NEURON.forget(self)
             self._wall_s += time.perf_counter() - self._started
             self._started = None
             try:
@@ -199,6 +207,20 @@ class CompileRecorder:
             if fn in self._subscribers:
                 self._subscribers.remove(fn)
         return unsubscribe
+
+    def safe_point(self) -> None:
+        """Resolve what is known only after a compile returns: on native Neuron, the NEFF build
+        time and cache state of each pending event (written as update lines) and the eager-op
+        kernels compiled since the last safe point (one ``kernels`` event). At most one
+        ``torch_neuronx.synchronize()``; call it where waiting for the device costs nothing
+        (nk.generate, the Trainer callback and the dashboard already do). A pending async error
+        of the user's own work is raised here, as the user's next synchronize would. Off Neuron
+        it does nothing."""
+        NEURON.settle(self)
+
+    def update(self, seq: int, **fields: Any) -> CompileEvent:
+        """Set fields resolved after the event was recorded (``CompileLog.update``)."""
+        return self.log.update(seq, **fields)
 
     def record(self, **fields: Any) -> CompileEvent:
         """Add an event that a workload observed itself (e.g. ``kind="eager_fallback"``: calls

@@ -247,6 +247,8 @@ class CompileEventsCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._record_eager(args.gradient_accumulation_steps)
+        if self.recorder is not None and self.recorder.active:
+            self.recorder.safe_point()  # on Neuron: NEFF build times, this step's eager kernels
 
     def _watch_batches(self, loader: Any) -> None:
         """Note the input shape of every batch the Trainer's loader builds (its ``collate_fn``

@@ -1,14 +1,38 @@
-"""The Neuron compile cache inspector, on cache folders built by the tests."""
+"""The Neuron compile cache inspector, on cache folders built by the tests: the legacy XLA-era
+layout (``conftest.write_cache_entry``) and the native torch-neuronx one (``NativeCacheWriter``)."""
 from __future__ import annotations
 
+import fcntl
 import os
+import sys
 import time
+import types
+from importlib.machinery import ModuleSpec
 
 import pytest
 from conftest import write_cache_entry
+from neuron_fake import NativeCacheWriter
 
 import neuronkit as nk
-from neuronkit.cache import default_cache_dir, human_size
+import neuronkit.cache
+import neuronkit.cache_native
+from neuronkit.cache import default_cache_dir, human_size, prune_cache
+from neuronkit.views.cli import main
+
+NATIVE_ENV = ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR",
+              "TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT",
+              "TORCH_NEURONX_DISABLE_NEFF_CACHE", "NEURON_COMPILE_CACHE_URL")
+
+
+@pytest.fixture(autouse=True)
+def no_native_install(monkeypatch, tmp_path):
+    """No torch-neuronx or torch_xla visible, no native settings, and the lock folder in tmp:
+    what this machine has installed or in /tmp never decides a layout here."""
+    for name in ("torch_neuronx", "torch_xla"):
+        monkeypatch.setitem(sys.modules, name, None)
+    for var in NATIVE_ENV:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(tmp_path / "no-locks"))
 
 
 def _snapshot(root):
@@ -131,3 +155,365 @@ def test_missing_default_explains_where_it_looked(monkeypatch, tmp_path):
                                          (3 * 2**30, "3.0 GB")])
 def test_human_size(nbytes, text):
     assert human_size(nbytes) == text
+
+
+# ---- native torch-neuronx layout ------------------------------------------------------------
+
+FIVE_HOURS = 5 * 3600
+
+
+@pytest.fixture
+def native(monkeypatch, tmp_path):
+    """A native cache (``NativeCacheWriter.populate``) with the env pointing at it and a 5 h
+    lock timeout, so only the 2-day-old lock is stale; ``native.made`` lists the files."""
+    writer = NativeCacheWriter.under(tmp_path / "native")
+    writer.made = writer.populate(time.time())
+    for var, value in writer.env().items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", str(FIVE_HOURS))
+    return writer
+
+
+def _files(*roots):
+    return {p for root in roots for p in root.rglob("*") if p.is_file()}
+
+
+def _fake_module(monkeypatch, name):
+    module = types.ModuleType(name)
+    module.__spec__ = ModuleSpec(name, None)
+    monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_native_counts_both_layouts_leftovers_and_locks(native):
+    before = _snapshot(native.cache_dir.parent)
+    report = nk.inspect_cache(native.cache_dir)
+    assert report.layout == "native" and report.entries == []
+    n = report.native
+    assert (n.count("cpp"), n.count("python")) == (3, 2)
+    assert n.neff_bytes == 1024 + 2048 + 3072 + 2 * 1024
+    assert n.zero_size[0].path == native.made["zero"][0] and len(n.zero_size) == 1
+    assert {f.path for f in n.leftovers} == set(native.made["tmp"])
+    assert {f.kind for f in n.leftovers} == {"cpp", "python"}
+    assert len(n.locks) == 6 and {lk.kind for lk in n.locks} == {"cpp", "python"}
+    assert [lk.path for lk in n.stale_locks] == [native.made["locks"][-1]]
+    assert all(lk.held is False for lk in n.locks)
+    assert n.timeout_s == FIVE_HOURS and n.other == []
+    assert report.total_size == 8192 + 2 * 512
+    assert _snapshot(native.cache_dir.parent) == before  # read-only
+
+
+def test_native_summary_text(native):
+    report = nk.inspect_cache(native.cache_dir)
+    text = str(report)
+    assert text.startswith(f"Neuron compile cache: {native.cache_dir} (as given)\n"
+                           "  layout     native: native torch-neuronx")
+    assert "5 (8.0 KB): 3 from the C++ path (ab/cd/<key>.neff), 2 from the Python" in text
+    assert "zero-size  1 .neff of 0 bytes" in text
+    assert "temp files 2 (1.0 KB): 2 left by writes that died" in text
+    assert f"6 in {native.local_cache_dir} (from TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR): 1 stale" \
+        in text
+    assert f"{native.made['locks'][-1]}  2 d old, stale" in text
+    assert f"{native.made['locks'][0]}  1 h old, fresh" in text
+    assert "enabled (TORCH_NEURONX_NEFF_DISABLE_CACHE not set)" in text
+    assert "--prune to list the 4 file(s)" in text
+    assert report.summary_line() == (f"{native.cache_dir}: 5 NEFFs (3 C++, 2 Python), 8.0 KB; "
+                                     "2 temp leftovers, 1 zero-size, 1 stale locks "
+                                     "(native layout)")
+
+
+def test_lock_staleness_follows_mtime_against_the_timeout(monkeypatch, tmp_path):
+    writer = NativeCacheWriter.under(tmp_path)
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(writer.local_cache_dir))
+    writer.neff()
+    now = time.time()
+    young = writer.lock(nk_key("young"), now - 100)
+    old = writer.lock(nk_key("old"), now - 5000)
+
+    def stale(timeout):
+        if timeout is None:
+            monkeypatch.delenv("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", raising=False)
+        else:
+            monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", timeout)
+        return {lk.path for lk in nk.inspect_cache(writer.cache_dir).native.stale_locks}
+
+    assert stale(None) == {old}                 # default 1200 s
+    assert stale("10000") == set()
+    assert stale("50") == {young, old}
+    assert stale("0") == {old}                  # not positive: the C++ side uses 1200
+    assert stale("abc") == {old}
+    assert "is not a positive number" in str(nk.inspect_cache(writer.cache_dir))
+    ages = {lk.path: lk.age_s for lk in nk.inspect_cache(writer.cache_dir).native.locks}
+    assert 100 <= ages[young] < 160 and 5000 <= ages[old] < 5060
+
+
+def nk_key(seed):
+    from neuron_fake import native_key
+
+    return native_key(seed)
+
+
+def test_a_held_lock_is_never_stale_nor_pruned(monkeypatch, tmp_path):
+    writer = NativeCacheWriter.under(tmp_path)
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(writer.local_cache_dir))
+    writer.neff()
+    lock = writer.lock(nk_key("long compile"), time.time() - 86400)
+    with open(lock) as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a compile running for a day
+        [found] = nk.inspect_cache(writer.cache_dir).native.locks
+        assert found.held is True and found.stale is False
+        assert prune_cache(writer.cache_dir, dry_run=False).items == []
+    assert lock.exists()
+    [found] = nk.inspect_cache(writer.cache_dir).native.locks
+    assert found.held is False and found.stale is True
+
+
+def test_prune_dry_run_removes_nothing(native):
+    before = _snapshot(native.cache_dir.parent)
+    result = prune_cache(native.cache_dir)
+    assert result.dry_run and result.removed == []
+    assert {i.outcome for i in result.items} == {"would remove"}
+    assert {i.path for i in result.items} == \
+        {*native.made["tmp"], *native.made["zero"], native.made["locks"][-1]}
+    assert _snapshot(native.cache_dir.parent) == before
+
+
+def test_prune_removes_exactly_leftovers_zero_size_and_stale_locks(native):
+    before = _files(native.cache_dir, native.local_cache_dir)
+    expected = {*native.made["tmp"], *native.made["zero"], native.made["locks"][-1]}
+    result = prune_cache(native.cache_dir, dry_run=False)
+    assert set(result.removed) == expected and result.failed == []
+    assert _files(native.cache_dir, native.local_cache_dir) == before - expected
+    for path in native.made["native"] + native.made["python"] + native.made["locks"][:-1]:
+        assert path.exists(), path  # good NEFFs and fresh locks stay
+    after = nk.inspect_cache(native.cache_dir).native
+    assert (len(after.neffs), after.prunable) == (5, [])
+
+
+def test_prune_keeps_temp_files_being_written_and_files_a_compile_holds(native):
+    fresh_tmp = native.tmp_leftover(mtime=time.time() - 5)  # a write in progress
+    key = nk_key("compiling")
+    zero = native.neff(key, size=0)
+    with open(native.lock(key, time.time() - 2 * 86400)) as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        result = prune_cache(native.cache_dir, dry_run=False)
+    outcomes = {i.path: i.outcome for i in result.items}
+    assert fresh_tmp not in outcomes and fresh_tmp.exists()
+    assert outcomes[zero] == "kept: locked by a running compile" and zero.exists()
+    assert "[kept: locked by a running compile]" in str(result)
+
+
+def test_prune_keeps_python_layout_files_under_a_held_compile_lock(native):
+    from neuron_fake import python_key
+
+    key = python_key("compiling")
+    zero = native.python_neff(key, size=0)
+    tmp = native.python_tmp_leftover(key, mtime=time.time() - 86400)
+    with open(native.python_lock(key)) as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        result = prune_cache(native.cache_dir, dry_run=False)
+    outcomes = {i.path: i.outcome for i in result.items}
+    assert outcomes[zero] == outcomes[tmp] == "kept: locked by a running compile"
+    assert zero.exists() and tmp.exists()
+    assert set(result.removed) == {*native.made["tmp"], *native.made["zero"],
+                                   native.made["locks"][-1]}
+
+
+def test_prune_checks_each_file_again_before_removing_it(native):
+    from neuronkit.cache_native import prune_native, scan_native
+
+    scanned = scan_native(native.cache_dir)
+    zero, stale = native.made["zero"][0], native.made["locks"][-1]
+    zero.write_bytes(b"NEFF")   # a compile wrote it since the scan
+    os.utime(stale)             # and took this lock again
+    result = prune_native(native.cache_dir, scanned, dry_run=False)
+    outcomes = {i.path: i.outcome for i in result.items}
+    assert outcomes[zero] == outcomes[stale] == "kept: changed since the scan"
+    assert zero.read_bytes() == b"NEFF" and stale.exists()
+    assert set(result.removed) == set(native.made["tmp"])
+
+
+def test_links_are_never_followed_or_removed(native, tmp_path):
+    target = tmp_path / "precious.neff"
+    target.write_bytes(b"")
+    link = native.made["tmp"][0].parent / ".tmp.link00"
+    link.symlink_to(target)
+    os.utime(link, (0, 0), follow_symlinks=False)
+    report = nk.inspect_cache(native.cache_dir)
+    assert link in report.native.other
+    prune_cache(native.cache_dir, dry_run=False)
+    assert link.is_symlink() and target.exists()
+
+
+def test_unknown_files_are_counted_and_left_alone(native):
+    stray = native.cache_dir / "README.txt"
+    stray.write_text("mine")
+    report = nk.inspect_cache(native.cache_dir)
+    assert report.native.other == [stray] and "1 file(s) that are not native cache files" in \
+        str(report)
+    prune_cache(native.cache_dir, dry_run=False)
+    assert stray.exists()
+
+
+def test_layout_is_read_from_the_folder(native, neuron_cache):
+    assert nk.inspect_cache(neuron_cache).layout == "legacy"
+    assert nk.inspect_cache(neuron_cache / "neuronxcc-2.15.128.0").layout == "legacy"
+    report = nk.inspect_cache(native.cache_dir)
+    assert report.layout == "native" and "native cache folders" in report.layout_reason
+
+
+def test_layout_argument_forces_it(native, neuron_cache):
+    forced = nk.inspect_cache(neuron_cache, layout="native")
+    assert forced.layout == "native" and forced.native.neffs == [] and \
+        len(forced.native.other) == 3 * 3 + 1 + 2  # ok: neff, done, log; failed; locked
+    assert "looks like the legacy layout: try --layout legacy" in str(forced)
+    forced = nk.inspect_cache(native.cache_dir, layout="legacy")
+    assert forced.layout == "legacy" and forced.native is None and forced.entries == []
+    assert "try --layout native" in str(forced)
+    with pytest.raises(ValueError, match="layout must be 'native' or 'legacy', not 'xla'"):
+        nk.inspect_cache(native.cache_dir, layout="xla")
+
+
+def test_default_layout_follows_the_installed_torch_neuronx(monkeypatch, native):
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--cache_dir=/somewhere/legacy")
+    _fake_module(monkeypatch, "torch_neuronx")
+    report = nk.inspect_cache()
+    assert report.layout == "native" and report.path == native.cache_dir
+    assert report.source == "from TORCH_NEURONX_NEFF_CACHE_DIR"
+    assert "without torch_xla" in report.layout_reason
+    assert any("XLA-era option" in n for n in report.notes)  # --cache_dir is not native's
+    _fake_module(monkeypatch, "torch_xla")
+    report = nk.inspect_cache()
+    assert report.layout == "legacy" and str(report.path) == "/somewhere/legacy"
+
+
+@pytest.fixture
+def defaults(monkeypatch, tmp_path):
+    """Both default folders moved under tmp (neither exists yet)."""
+    legacy, native_dir = tmp_path / "var-neuron-compile-cache", tmp_path / "tmp-neff_cache"
+    monkeypatch.setattr(neuronkit.cache, "DEFAULT_CACHE_DIR", str(legacy))
+    monkeypatch.setattr(neuronkit.cache_native, "NATIVE_CACHE_DIR", str(native_dir))
+    monkeypatch.delenv("NEURON_CC_FLAGS", raising=False)
+    return legacy, native_dir
+
+
+def test_default_layout_follows_the_folders_on_disk(defaults):
+    legacy, native_dir = defaults
+    report = nk.inspect_cache()
+    assert (report.layout, report.path, report.exists) == ("native", native_dir, False)
+    assert "TORCH_NEURONX_NEFF_CACHE_DIR" in str(report)       # the native fix
+    legacy.mkdir()
+    report = nk.inspect_cache()
+    assert (report.layout, report.path) == ("legacy", legacy)
+    assert "only the legacy cache folder exists" in str(report)
+    assert "NEURON_CC_FLAGS='--cache_dir" in report.folder_fix
+    native_dir.mkdir()
+    report = nk.inspect_cache()
+    assert (report.layout, report.path) == ("native", native_dir)
+    assert f"the legacy cache folder {legacy} exists too: `neuronkit cache --layout legacy`" \
+        in str(report)
+    assert report.source == "the torch-neuronx default"
+    assert nk.inspect_cache(layout="legacy").path == legacy
+
+
+def test_native_missing_folder_names_the_native_variable(defaults, monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "not-yet"))
+    report = nk.inspect_cache()
+    assert report.layout == "native" and not report.exists
+    assert f"no folder at {tmp_path / 'not-yet'} (from TORCH_NEURONX_NEFF_CACHE_DIR)" in str(report)
+    assert "set TORCH_NEURONX_NEFF_CACHE_DIR=<a folder you can write>" in str(report)
+    assert "NEURON_CC_FLAGS" not in str(report)
+    with pytest.raises(FileNotFoundError, match="nothing to prune"):
+        prune_cache()
+
+
+@pytest.mark.parametrize("value,expected", [
+    (None, "enabled (TORCH_NEURONX_NEFF_DISABLE_CACHE not set)"),
+    ("1", "DISABLED by TORCH_NEURONX_NEFF_DISABLE_CACHE=1"),
+    ("true", "TORCH_NEURONX_NEFF_DISABLE_CACHE='true' disables it for the Python sync-mode "
+             "path only; the C++ path needs exactly '1'"),
+    ("0", "enabled (TORCH_NEURONX_NEFF_DISABLE_CACHE='0' is not '1'"),
+])
+def test_disable_switch_is_reported(native, monkeypatch, value, expected):
+    if value is not None:
+        monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", value)
+    assert f"  cache      {expected}" in str(nk.inspect_cache(native.cache_dir))
+
+
+def test_native_notes_on_xla_era_and_lookalike_settings(native, monkeypatch):
+    monkeypatch.setenv("NEURON_COMPILE_CACHE_URL", "s3://bucket/cache")
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1")
+    notes = nk.inspect_cache(native.cache_dir).notes
+    assert notes == ["NEURON_COMPILE_CACHE_URL is XLA-era: native torch-neuronx ignores it",
+                     "TORCH_NEURONX_DISABLE_NEFF_CACHE switches off the in-process NEFF dict "
+                     "only; the disk cache's switch is TORCH_NEURONX_NEFF_DISABLE_CACHE"]
+    assert nk.inspect_cache(native.cache_dir, layout="legacy").notes == \
+        ["this folder looks like the native layout: try --layout native"]
+
+
+def test_names_from_disk_are_printed_without_control_characters(native, tmp_path):
+    evil = native.made["tmp"][0].parent / ".tmp.\x1b[2J\x07"
+    evil.write_bytes(b"x")
+    os.utime(evil, (0, 0))
+    text = str(nk.inspect_cache(native.cache_dir)) + str(prune_cache(native.cache_dir))
+    assert "\x1b" not in text and "\x07" not in text
+    assert ".tmp.\\x1b[2J\\x07" in text
+    entry = write_cache_entry(tmp_path / "legacy", "failed")
+    (entry / "model.log").write_text("ERROR: \x1b]0;owned\x07 died\n")
+    text = str(nk.inspect_cache(tmp_path / "legacy"))
+    assert "\x1b" not in text and "ERROR: \\x1b]0;owned\\x07 died" in text
+
+
+# ---- the command line -----------------------------------------------------------------------
+
+def test_cli_native_summary(native, capsys):
+    assert main(["cache", str(native.cache_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Neuron compile cache: {native.cache_dir} (as given)")
+    assert "3 from the C++ path" in out and "1 stale" in out
+
+
+def test_cli_prune_is_a_dry_run_until_yes(native, capsys):
+    before = _snapshot(native.cache_dir.parent)
+    assert main(["cache", str(native.cache_dir), "--prune"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Dry run: would remove 4 file(s) from ")
+    assert "Nothing was removed. To remove them, run again with --yes." in out
+    assert f"stale lock      {native.made['locks'][-1]}" in out
+    assert _snapshot(native.cache_dir.parent) == before
+    assert main(["cache", str(native.cache_dir), "--prune", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Removed 4 of 4 file(s) from ")
+    assert not any(p.exists() for p in native.made["tmp"] + native.made["zero"])
+    assert main(["cache", str(native.cache_dir), "--prune"]) == 0
+    assert capsys.readouterr().out.startswith("Nothing to prune in ")
+
+
+def test_cli_prune_of_a_missing_folder_exits_2(tmp_path, capsys):
+    assert main(["cache", str(tmp_path / "nope"), "--prune"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"neuronkit cache: error: no cache folder at {tmp_path / 'nope'} "
+                          "(as given): nothing to prune")
+
+
+def test_cli_prune_refuses_the_legacy_layout(neuron_cache, capsys):
+    before = _snapshot(neuron_cache)
+    assert main(["cache", str(neuron_cache), "--prune", "--yes"]) == 2
+    assert "--prune cleans the native torch-neuronx layout only" in capsys.readouterr().err
+    assert _snapshot(neuron_cache) == before
+
+
+def test_cli_yes_needs_prune(native, capsys):
+    assert main(["cache", str(native.cache_dir), "--yes"]) == 2
+    assert "--yes confirms --prune" in capsys.readouterr().err
+    assert all(p.exists() for p in native.made["tmp"])
+
+
+def test_cli_layout_flag_forces_the_layout(native, neuron_cache, capsys):
+    assert main(["cache", str(native.cache_dir), "--layout", "legacy"]) == 0
+    out = capsys.readouterr().out
+    assert "layout     legacy" in out and "no compiled graphs" in out
+    assert main(["cache", str(neuron_cache), "--layout", "native"]) == 0
+    assert "layout     native" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["cache", "--layout", "xla"])
+    assert exc.value.code == 2

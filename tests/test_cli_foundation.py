@@ -55,8 +55,8 @@ def test_cache_command_default_folder(neuron_cache, monkeypatch, capsys):
     assert "from NEURON_CC_FLAGS --cache_dir" in capsys.readouterr().out
 
 
-def test_cache_command_missing_folder_is_a_message(tmp_path, capsys):
-    assert main(["cache", str(tmp_path / "nope")]) == 0
+def test_cache_command_missing_folder_is_a_message_and_exit_2(tmp_path, capsys):
+    assert main(["cache", str(tmp_path / "nope")]) == 2
     captured = capsys.readouterr()
     assert "no folder at" in captured.out and "Traceback" not in captured.out + captured.err
 

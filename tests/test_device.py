@@ -1,14 +1,21 @@
 """Device detection and resolution, with and without a (fake) Neuron install."""
 from __future__ import annotations
 
+import importlib.machinery
 import re
+import sys
+import types
 import warnings
 
 import pytest
 import torch
+from neuron_fake import installed_fake
 
 import neuronkit as nk
-from neuronkit.device import DeviceFallbackWarning, cpu_backend
+from neuronkit import device
+from neuronkit.device import DeviceFallbackWarning, cpu_backend, version_pairing
+
+REAL_TORCH_XLA_VERSION = device.torch_xla_version
 
 
 def test_detect_without_neuron_uses_cpu_and_says_why(no_neuron, monkeypatch):
@@ -164,21 +171,6 @@ def test_import_neuronx_warns_on_a_broken_install(no_neuron, monkeypatch):
         assert device.import_neuronx() is None
 
 
-def test_neuron_dynamo_metrics(fake_neuron, monkeypatch):
-    import sys
-
-    from neuronkit.device import neuron_dynamo_metrics
-
-    assert neuron_dynamo_metrics() == []
-    fake_neuron.metrics = [{"graph": 1}, {"graph": 2}]
-    assert neuron_dynamo_metrics() == [{"graph": 1}, {"graph": 2}]
-    monkeypatch.setattr(sys.modules["torch_neuronx"], "get_dynamo_metrics",
-                        lambda: {"g1": {"graph": 1}})  # a table keyed by graph
-    assert neuron_dynamo_metrics() == [{"graph": 1}]
-    monkeypatch.delitem(sys.modules, "torch_neuronx")
-    assert neuron_dynamo_metrics() == []
-
-
 def test_only_device_py_touches_torch_neuronx():
     import pathlib
     import re
@@ -190,3 +182,176 @@ def test_only_device_py_touches_torch_neuronx():
                  if p.name != "device.py" and touch.search(p.read_text())]
     assert offenders == []
     assert touch.search((package / "device.py").read_text())  # the pattern can match
+
+
+# ---- the native stack: instance type, version pairing, torch_xla ---------------------------------
+
+@pytest.fixture(autouse=True)
+def no_instance_hints(monkeypatch, tmp_path):
+    """Nothing of this machine leaks in: no instance hint, no DMI product name, no torch_xla."""
+    monkeypatch.delenv(device.INSTANCE_ENV, raising=False)
+    monkeypatch.setattr(device, "DMI_PRODUCT_NAME", str(tmp_path / "no-dmi"))
+    monkeypatch.setattr(device, "torch_xla_version", lambda: None)
+
+
+def _other_minor(version: str) -> str:
+    major, minor = version.split(".")[:2]
+    return f"{major}.{int(minor) + 1}"
+
+
+def _finding(report, name):
+    return next(f for f in report.findings if f.name == name)
+
+
+def test_native_on_trn2_is_supported_and_quiet(monkeypatch):
+    monkeypatch.setenv(device.INSTANCE_ENV, "trn2")
+    with installed_fake(instance_type="trn2") as fake:
+        report = nk.detect()
+    assert fake.initialized is False                  # detect() never initialises the runtime
+    assert (report.stack, report.instance, report.instance_source) == \
+        ("native", "trn2", "$NEURONKIT_INSTANCE_TYPE")
+    assert _finding(report, "instance").status == "ok"
+    assert "cannot check the pairing" in _finding(report, "version pairing").text  # "0.1.0"
+    assert report.warnings == []
+    assert "instance          trn2 (from $NEURONKIT_INSTANCE_TYPE)" in str(report)
+    assert "neuron stack      native torch-neuronx" in str(report)
+
+
+@pytest.mark.parametrize("instance", ["trn1", "trn1n", "inf2"])
+def test_native_on_trn1_or_inf2_warns_with_the_fix(instance, monkeypatch):
+    monkeypatch.setenv(device.INSTANCE_ENV, instance)
+    with installed_fake(instance_type=instance):
+        report = nk.detect()
+    found = _finding(report, "instance")
+    assert found.status == "warn" and found.text in report.warnings
+    family = instance.rstrip("n")
+    assert "Trn2 and Trn3 only" in found.text and f"not {family}" in found.text
+    assert "Fix: on trn1/inf2 use the XLA-based torch-neuronx" in found.text
+
+
+def test_instance_hint_from_the_environment_wins(monkeypatch):
+    monkeypatch.setenv(device.INSTANCE_ENV, "trn1.32xlarge")
+    with installed_fake(instance_type="trn2"):
+        report = nk.detect()
+    assert (report.instance, report.instance_source) == ("trn1.32xlarge", "$NEURONKIT_INSTANCE_TYPE")
+    assert _finding(report, "instance").status == "warn"
+
+
+def test_instance_from_the_dmi_product_name(fake_neuron, tmp_path, monkeypatch):
+    dmi = tmp_path / "product_name"
+    monkeypatch.setattr(device, "DMI_PRODUCT_NAME", str(dmi))
+    dmi.write_text("trn2.48xlarge\n")
+    report = nk.detect()
+    assert (report.instance, report.instance_source) == ("trn2.48xlarge",
+                                                         "the EC2 DMI product name")
+    assert _finding(report, "instance").status == "ok"
+    dmi.write_text("m5.large\n")
+    found = _finding(nk.detect(), "instance")
+    assert found.status == "warn" and "not a Trainium instance" in found.text
+    dmi.write_text("Standard PC (Q35 + ICH9, 2009)\n")  # not EC2: not an instance type
+    assert nk.detect().instance is None
+
+
+def test_unknown_instance_says_how_to_tell(fake_neuron):
+    report = nk.detect()  # conftest's fake: no runtime query, no device name, no DMI
+    assert report.instance is None
+    found = _finding(report, "instance")
+    assert found.status == "ok" and "$NEURONKIT_INSTANCE_TYPE" in found.text
+    assert "Trn2 and Trn3 only" in found.text
+
+
+def test_failing_runtime_queries_do_not_escape_detect(monkeypatch):
+    def boom(*args):
+        raise RuntimeError("Failed to get Neuron instance information. Status: 2")
+
+    with installed_fake() as fake:
+        monkeypatch.setattr(fake.neuron, "is_bf16_supported", boom)
+        report = nk.detect()
+    assert report.device == "neuron" and report.instance is None and report.bf16_supported
+
+
+@pytest.mark.parametrize("neuronx, torch_version, status, words", [
+    ("2.13.3.0.1234", "2.13.0+cpu", "ok", ["pairs with torch 2.13.0+cpu"]),
+    ("2.14.3.0.7", "2.14.0", "ok", ["pairs with"]),
+    ("2.14.3.0.7", "2.13.0", "warn", ["torch-neuronx 2.14.3.0.7 is built for torch 2.14",
+                                      "torch 2.13.0 is installed", "torch-neuronx==2.13.*",
+                                      "torch==2.14.*"]),
+    ("2.9.0.2.15.1", "2.13.0", "warn", ["built for torch 2.9"]),  # the XLA one: same rule
+    ("0.1.0", "2.13.0", "ok", ["cannot check the pairing"]),      # the snapshot
+    ("2.14.3.0.dev20261001", "2.13.0", "ok", ["cannot check the pairing"]),
+    ("2.9.0.fake", "2.13.0", "ok", ["cannot check the pairing"]),
+    ("2.13.3.0.1", "garbage", "ok", ["cannot check the pairing"]),
+])
+def test_version_pairing(neuronx, torch_version, status, words):
+    found = version_pairing(neuronx, torch_version)
+    assert found is not None and found.status == status
+    for word in words:
+        assert word in found.text
+    assert version_pairing(None, torch_version) is None
+
+
+def test_detect_warns_on_a_mismatched_pair():
+    wrong = f"{_other_minor(torch.__version__)}.3.0.42"
+    with installed_fake(version=wrong):
+        report = nk.detect()
+    found = _finding(report, "version pairing")
+    assert found.status == "warn" and found.text in report.warnings
+    assert wrong in found.text and torch.__version__ in found.text
+
+
+def test_torch_xla_beside_native_is_flagged(monkeypatch):
+    monkeypatch.setattr(device, "torch_xla_version", lambda: "2.9.0")
+    with installed_fake():
+        report = nk.detect()
+    found = _finding(report, "torch_xla")
+    assert found.status == "warn" and found.text in report.warnings
+    assert "XLA path" in found.text and "pip uninstall torch-xla" in found.text
+
+
+def test_torch_xla_version_from_metadata_or_an_importable_module(monkeypatch):
+    versions = {"torch-xla": "2.9.0"}
+    monkeypatch.setattr(device, "package_version", versions.get)
+    assert REAL_TORCH_XLA_VERSION() == "2.9.0"
+    versions.clear()
+    module = types.ModuleType("torch_xla")
+    module.__spec__ = importlib.machinery.ModuleSpec("torch_xla", None)
+    monkeypatch.setitem(sys.modules, "torch_xla", module)
+    assert REAL_TORCH_XLA_VERSION() == "unknown version"
+    monkeypatch.delitem(sys.modules, "torch_xla")
+    assert REAL_TORCH_XLA_VERSION() is None
+
+
+def test_xla_based_torch_neuronx_is_named(no_neuron, monkeypatch):
+    module = types.ModuleType("torch_neuronx")  # the XLA one registers no torch.neuron
+    module.__version__ = "2.9.0.2.15.1"
+    monkeypatch.setitem(sys.modules, "torch_neuronx", module)
+    monkeypatch.setattr(device, "package_version", lambda dist: None)
+    report = nk.detect()
+    assert report.stack == "xla" and not report.neuron_available
+    assert "XLA-based torch-neuronx" in report.reason
+    assert any("needs the native torch-neuronx" in w for w in report.warnings)
+    assert not any(f.name in ("instance", "torch_xla") for f in report.findings)
+    assert _finding(report, "version pairing").status == "warn"  # 2.9 vs this torch
+
+
+def test_no_neuronx_means_no_native_findings(no_neuron):
+    report = nk.detect()
+    assert (report.stack, report.findings, report.instance) == ("", [], None)
+    assert "neuron stack" not in str(report)
+
+
+def test_build_defaults_of_an_imported_neuronx(fake_neuron, monkeypatch):
+    module = sys.modules["torch_neuronx"]
+    assert device.neuronx_build_defaults() == (None, None)
+    monkeypatch.setattr(module, "_build_config", types.SimpleNamespace(BUILD_TYPE="RELEASE"),
+                        raising=False)
+    monkeypatch.setattr(module, "DEFAULT_SYNC_MODE", "1", raising=False)
+    assert device.neuronx_build_defaults() == ("RELEASE", "1")
+    monkeypatch.delitem(sys.modules, "torch_neuronx")
+    assert device.neuronx_build_defaults() == (None, None)
+
+
+def test_install_hint_names_the_native_instances(no_neuron):
+    with pytest.raises(nk.NeuronNotFoundError) as err:
+        nk.resolve_device("neuron")
+    assert "Trn2/Trn3" in str(err.value) and "trn1" not in str(err.value)

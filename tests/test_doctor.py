@@ -1,12 +1,22 @@
 """``doctor_report``: one readable table of versions, devices, cache and known traps."""
 from __future__ import annotations
 
+import os
 import re
+import types
+from pathlib import Path
 
 import pytest
 import torch
+from neuron_fake import installed_fake
 
+from neuronkit import device, doctor_native
 from neuronkit.doctor import doctor_report
+from neuronkit.doctor_native import ACCELERATE_NEURON, TRANSFORMERS_NEURON, missing_features
+
+NATIVE_ENV = ("NEURON_LAUNCH_BLOCKING", "TORCH_NEURONX_METRICS_ENABLED", "NEURON_CC_FLAGS",
+              "TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE",
+              device.INSTANCE_ENV)
 
 
 def _row(text: str, label: str) -> str:
@@ -16,7 +26,7 @@ def _row(text: str, label: str) -> str:
 
 
 def _check(text: str, name: str) -> str:
-    match = re.search(rf"^  \[(ok  |warn)\] {re.escape(name)} +(.*)$", text, flags=re.M)
+    match = re.search(rf"^  \[(ok  |warn|tip )\] {re.escape(name)} +(.*)$", text, flags=re.M)
     assert match, f"no check {name!r} in:\n{text}"
     return f"{match.group(1).strip()}: {match.group(2)}"
 
@@ -24,9 +34,20 @@ def _check(text: str, name: str) -> str:
 @pytest.fixture
 def clean_env(monkeypatch, tmp_path):
     for var in ("NEURONKIT_CPU_BACKEND", "TORCH_COMPILE_DISABLE", "TORCHDYNAMO_DISABLE",
-                "NEURON_COMPILE_CACHE_URL"):
+                "NEURON_COMPILE_CACHE_URL", *NATIVE_ENV):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NEURON_CC_FLAGS", f"--cache_dir={tmp_path / 'no-cache-yet'}")
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "no-neffs-yet"))
+    monkeypatch.setattr(device, "DMI_PRODUCT_NAME", str(tmp_path / "no-dmi"))
+    monkeypatch.setattr(device, "torch_xla_version", lambda: None)
+
+
+@pytest.fixture
+def native_env(clean_env, monkeypatch, tmp_path):
+    """clean_env without NEURON_CC_FLAGS and the native variables; the cache folder is passed."""
+    for var in NATIVE_ENV:
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path / "neff-cache"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="describes a CPU-only machine")
@@ -96,9 +117,12 @@ def test_environment_traps(monkeypatch, clean_env, no_neuron):
     monkeypatch.setenv("NEURON_CC_FLAGS", "--cache_dir=/nowhere -O1")
     text = doctor_report()
     assert _check(text, "torch.compile").startswith("warn: TORCH_COMPILE_DISABLE is set")
-    assert _check(text, "NEURON_CC_FLAGS") == "ok: '--cache_dir=/nowhere -O1'"
-    assert "/nowhere: not found" in _row(text, "folder")
-    assert "compile cache (from NEURON_CC_FLAGS --cache_dir)" in text
+    flags = _check(text, "NEURON_CC_FLAGS")  # no torch-neuronx here: a note, not a warning
+    assert flags.startswith("ok: '--cache_dir=/nowhere -O1' has --cache_dir, an option of the "
+                            "XLA-based torch-neuronx")
+    assert "TORCH_NEURONX_NEFF_CACHE_DIR" in flags
+    for var in ("NEURON_LAUNCH_BLOCKING", "TORCH_NEURONX_METRICS_ENABLED", "instance"):
+        assert f"] {var} " not in text  # settings of a stack that is not installed, unset
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU backend applies without CUDA")
@@ -121,3 +145,183 @@ def test_versions_of_other_packages_come_from_their_metadata(no_neuron, clean_en
     text = doctor_report()
     assert _row(text, "accelerate") == accelerate.__version__
     assert _row(text, "neuronx-cc") == "not installed"
+
+
+# ---- the native stack -----------------------------------------------------------------------
+
+def test_native_stack_rows_and_checks(native_env, monkeypatch):
+    monkeypatch.setenv("NEURONKIT_INSTANCE_TYPE", "trn2")
+    with installed_fake(instance_type="trn2"):
+        text = doctor_report(cache_dir=native_env)
+    assert _row(text, "neuron stack").startswith("native torch-neuronx (device 'neuron'")
+    assert _row(text, "instance") == "trn2 (from $NEURONKIT_INSTANCE_TYPE)"
+    assert _check(text, "instance").startswith("ok: trn2 (from $NEURONKIT_INSTANCE_TYPE): native")
+    assert _check(text, "version pairing").startswith("ok: cannot check the pairing")
+    assert _check(text, "torch_xla").startswith("ok: not installed")
+    assert _check(text, "NEURON_CC_FLAGS").startswith("ok: not set")
+    assert "[warn]" not in text
+
+
+def test_trn1_with_native_neuronx_is_warned_once(native_env, monkeypatch):
+    monkeypatch.setenv("NEURONKIT_INSTANCE_TYPE", "trn1")
+    with installed_fake(instance_type="trn1"):
+        text = doctor_report(cache_dir=native_env)
+    found = _check(text, "instance")
+    assert found.startswith("warn: trn1 (from $NEURONKIT_INSTANCE_TYPE): native torch-neuronx supports "
+                            "Trn2 and Trn3 only")
+    assert "XLA-based torch-neuronx" in found
+    assert text.count("Trn2 and Trn3 only") == 1  # the detect() warning is not repeated below
+
+
+def test_mismatched_pair_and_torch_xla_in_the_doctor(native_env, monkeypatch):
+    major, minor = torch.__version__.split(".")[:2]
+    wrong = f"{major}.{int(minor) + 1}.3.0.9"
+    monkeypatch.setattr(device, "torch_xla_version", lambda: "2.9.0")
+    monkeypatch.setattr(doctor_native, "package_version", lambda dist: {
+        "transformers": "5.24.0", "accelerate": "1.15.0"}.get(dist))
+    with installed_fake(version=wrong):
+        text = doctor_report(cache_dir=native_env)
+    pairing = _check(text, "version pairing")
+    assert pairing.startswith(f"warn: torch-neuronx {wrong} is built for torch {major}.{int(minor) + 1}")
+    assert f"torch {torch.__version__} is installed" in pairing
+    assert f"torch-neuronx=={major}.{minor}.*" in pairing
+    xla = _check(text, "torch_xla")
+    assert xla.startswith("warn: torch-xla 2.9.0 is installed beside the native torch-neuronx")
+    assert "Fix: pip uninstall torch-xla in this environment" in xla
+
+
+@pytest.mark.parametrize("value, words", [
+    ("1", ["'1' = sync mode", "inside Dynamo's compile time",
+           "eager ops bypass the C++ compilation cache", "no kernel counts"]),
+    ("0", ["'0' = async mode", "NEFF builds finish on a worker thread after Dynamo returns"]),
+    ("true", ["'true' = async mode", "'1' gives sync mode"]),  # only exactly "1" is sync
+])
+def test_launch_blocking_mode(native_env, monkeypatch, value, words):
+    monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", value)
+    with installed_fake():
+        found = _check(doctor_report(cache_dir=native_env), "NEURON_LAUNCH_BLOCKING")
+    assert found.startswith("ok: ")
+    for word in words:
+        assert word in found
+
+
+def test_launch_blocking_unset_depends_on_the_build(native_env, monkeypatch):
+    with installed_fake() as fake:
+        found = _check(doctor_report(cache_dir=native_env), "NEURON_LAUNCH_BLOCKING")
+        assert found.startswith("ok: not set: the default depends on the torch-neuronx build")
+        assert "RELEASE builds default to sync" in found
+        monkeypatch.setattr(fake.module, "DEFAULT_SYNC_MODE", "1", raising=False)
+        monkeypatch.setattr(fake.module, "_build_config",
+                            types.SimpleNamespace(BUILD_TYPE="RELEASE"), raising=False)
+        found = _check(doctor_report(cache_dir=native_env), "NEURON_LAUNCH_BLOCKING")
+        assert found.startswith("ok: not set: this RELEASE build defaults to '1' = sync mode")
+        monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "1")  # as torch_neuronx's import sets it
+        found = _check(doctor_report(cache_dir=native_env), "NEURON_LAUNCH_BLOCKING")
+        assert found.startswith("ok: '1', this RELEASE build's default = sync mode")
+
+
+def test_launch_blocking_is_shown_without_neuronx_only_when_set(clean_env, no_neuron,
+                                                                 monkeypatch):
+    assert "NEURON_LAUNCH_BLOCKING" not in doctor_report()
+    monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "1")
+    assert _check(doctor_report(), "NEURON_LAUNCH_BLOCKING").startswith("ok: '1' = sync mode")
+
+
+@pytest.mark.parametrize("value, start", [
+    (None, "tip: not set: torch-neuronx records no kernel compile timings"),
+    ("0", "tip: '0' (off): torch-neuronx records no kernel compile timings"),
+    *[(v, f"ok: {v!r}: kernel compiles are counted and timed")
+      for v in ("1", "true", "TRUE", "yes", "YES")],
+    ("True", "warn: 'True' does not turn metrics on"),
+    ("on", "warn: 'on' does not turn metrics on"),
+])
+def test_metrics_switch(native_env, monkeypatch, value, start):
+    if value is not None:
+        monkeypatch.setenv("TORCH_NEURONX_METRICS_ENABLED", value)
+    with installed_fake():
+        found = _check(doctor_report(cache_dir=native_env), "TORCH_NEURONX_METRICS_ENABLED")
+    assert found.startswith(start)
+    if not start.startswith("ok"):
+        assert "export TORCH_NEURONX_METRICS_ENABLED=1" in found
+        assert "1/true/TRUE/yes/YES" in found
+
+
+@pytest.mark.parametrize("flags, start, words", [
+    ("-O1 --enable-fast-math", "ok: '-O1 --enable-fast-math': native torch-neuronx passes it "
+     "straight to neuronx-cc, split on whitespace", ["part of the compile-cache key"]),
+    ("--model-type='transformer", "warn: \"--model-type='transformer\" cannot be parsed",
+     ["split on whitespace (no quoting)", "Fix: balance or drop the quotes"]),
+    ("--flag='a b'", "warn: \"--flag='a b'\" uses quotes", ["drop the quotes"]),
+    ("--cache_dir=/data/cache -O1", "warn: '--cache_dir=/data/cache -O1' has --cache_dir",
+     ["XLA-based torch-neuronx", "native NEFF cache ignores",
+      "set TORCH_NEURONX_NEFF_CACHE_DIR to a writable folder (default /tmp/neff_cache)"]),
+])
+def test_neuron_cc_flags_on_native(native_env, monkeypatch, flags, start, words):
+    monkeypatch.setenv("NEURON_CC_FLAGS", flags)
+    with installed_fake():
+        found = _check(doctor_report(cache_dir=native_env), "NEURON_CC_FLAGS")
+    assert found.startswith(start)
+    for word in words:
+        assert word in found
+
+
+def test_disabled_neff_cache_is_warned(native_env, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")
+    with installed_fake():
+        found = _check(doctor_report(cache_dir=native_env), "neff cache")
+    assert found.startswith("warn: TORCH_NEURONX_NEFF_DISABLE_CACHE=1")
+    assert "Fix: unset TORCH_NEURONX_NEFF_DISABLE_CACHE" in found
+
+
+def test_unwritable_cache_fix_names_the_native_folder(native_env, monkeypatch, tmp_path):
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != folder
+                        and real_access(path, mode))  # chmod does not stop root
+    with installed_fake():
+        found = _check(doctor_report(cache_dir=folder), "compile cache")
+        missing = _check(doctor_report(cache_dir=folder / "a" / "b"), "compile cache")
+    assert found.startswith(f"warn: {folder} is not writable")
+    assert "set TORCH_NEURONX_NEFF_CACHE_DIR to a writable folder (default /tmp/neff_cache)" in found
+    assert missing.startswith(f"warn: {folder / 'a' / 'b'} cannot be created ({folder} is not")
+    assert "TORCH_NEURONX_NEFF_CACHE_DIR" in missing
+
+
+# ---- transformers / accelerate versions ---------------------------------------------------------
+
+def test_old_transformers_and_accelerate_name_what_is_missing(clean_env, no_neuron, monkeypatch):
+    monkeypatch.setattr(doctor_native, "package_version",
+                        {"transformers": "5.10.0", "accelerate": "1.12.0"}.get)
+    text = doctor_report()
+    trainer = _check(text, "Trainer on Neuron")
+    assert trainer.startswith("warn: transformers 5.10.0 lacks Neuron paths neuronkit uses: ")
+    assert "torch_compile_backend='neuron'" in trainer and "(from 5.14.0)" in trainer
+    assert "DistributedConfig" in trainer and "(from 5.16.1)" in trainer
+    assert "is_torch_neuron_available" not in trainer  # 5.10 has that one (from 5.4.0)
+    assert "Fix: pip install 'transformers>=5.16.1,<6'" in trainer
+    accel = _check(text, "accelerate")
+    assert accel.startswith("warn: accelerate 1.12.0 lacks") and "(from 1.13.0)" in accel
+    assert "Fix: pip install 'accelerate>=1.13.0'" in accel
+
+
+def test_missing_or_unreadable_library_versions(clean_env, no_neuron, monkeypatch):
+    monkeypatch.setattr(doctor_native, "package_version",
+                        {"transformers": "not-a-version"}.get)
+    text = doctor_report()
+    assert _check(text, "Trainer on Neuron").startswith(
+        "ok: transformers not-a-version: cannot check its Neuron paths")
+    assert _check(text, "accelerate").startswith("warn: accelerate is not installed. Fix: pip "
+                                                 "install 'accelerate>=1.13.0'")
+    assert missing_features("5.16.1", TRANSFORMERS_NEURON) == []
+    assert missing_features("5.17.0.dev0", TRANSFORMERS_NEURON) == []
+    assert [v for v, _ in missing_features("5.3.0", TRANSFORMERS_NEURON) or []] == \
+        ["5.4.0", "5.14.0", "5.15.0", "5.16.1"]
+
+
+def test_pyproject_lower_bounds_are_the_versions_the_doctor_needs():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    assert f"transformers>={TRANSFORMERS_NEURON[-1][0]},<6" in deps
+    assert f"accelerate>={ACCELERATE_NEURON[-1][0]}" in deps

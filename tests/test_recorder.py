@@ -456,26 +456,23 @@ def test_event_device_falls_back_to_the_recorder_without_input_tensors(compiler_
     assert [e.device for e in rec.events] == ["neuron"]
 
 
-def test_neuron_metrics_enrich_events(fake_neuron, compiler_reset):
-    def neuron_like(gm, example_inputs):  # what the Neuron backend does: one metrics row per graph
-        fake_neuron.metrics.append({"graph": len(fake_neuron.metrics), "compile_us": 1234})
-        return gm.forward
-
-    fn = torch.compile(lambda x: x - 1, backend=neuron_like, dynamic=False)
-    fake_neuron.metrics.append({"graph": "before the recorder"})
+def test_compiles_never_read_neuron_metrics(fake_neuron, compiler_reset):
+    """get_dynamo_metrics() synchronizes the device: reading it inside a compile would serialise
+    compilation and could eat the user's async error (tests/test_neuron_native.py has the rest)."""
+    module = sys.modules["torch_neuronx"]
+    calls = []
+    module.get_dynamo_metrics = lambda: calls.append(1) or []
+    fn = torch.compile(lambda x: x - 1, backend="eager", dynamic=False)
     with nk.CompileRecorder() as rec:
         fn(torch.randn(2))
         fn(torch.randn(3))
-    assert [e.metrics["neuron"] for e in rec.events] == [
-        [{"graph": 1, "compile_us": 1234}], [{"graph": 2, "compile_us": 1234}]]
+        assert calls == [] and len(rec.events) == 2
 
 
-def test_a_broken_log_file_or_neuron_metrics_cost_no_event(fake_neuron, net, tmp_path,
-                                                           monkeypatch):
+def test_a_broken_log_file_costs_no_event(fake_neuron, net, tmp_path, monkeypatch):
     import shutil
 
     monkeypatch.setattr(sources.TAP, "errors", [])  # this test's errors only
-    fake_neuron.metrics = None  # get_dynamo_metrics() raises: list(None)
     folder = tmp_path / "gone"
     broken = nk.CompileRecorder(folder / "log.jsonl")
     shutil.rmtree(folder)  # its file can no longer be appended to
@@ -487,7 +484,7 @@ def test_a_broken_log_file_or_neuron_metrics_cost_no_event(fake_neuron, net, tmp
     assert len([m for m in messages if "could not write the wall time" in m]) == 1
     assert [e.input_shapes["x"][1] for e in healthy.events] == [3, 5]
     assert all("neuron" not in e.metrics for e in healthy.events)
-    assert {type(e) for e in sources.TAP.errors} == {TypeError, FileNotFoundError}
+    assert {type(e) for e in sources.TAP.errors} == {FileNotFoundError}
 
 
 def test_no_neuron_metrics_without_torch_neuronx(no_neuron, net):

@@ -2,17 +2,20 @@
 typed :class:`~neuronkit.events.CompileEvent` s and hands each to every attached sink (a
 ``CompileRecorder``); the recorder adds rank, context and device and owns the log.
 
-Sources: ``dynamo`` (torch's structured trace: every Dynamo compile, refused compile and failure).
+Sources: ``dynamo`` (torch's structured trace: every Dynamo compile, refused compile and failure);
+``neuron`` (native torch-neuronx: NEFF build times and eager-op kernels, read at safe points).
 A new source implements :class:`EventSource`; the assembly of an event from what torch said is
 pure (``assemble.py``), so it is tested without torch.
 """
 from __future__ import annotations
 
+import contextlib
+import warnings
 from typing import Protocol
 
 from ..events import CompileEvent
 
-__all__ = ["EventSink", "EventSource"]
+__all__ = ["EventSink", "EventSource", "say"]
 
 
 class EventSink(Protocol):
@@ -30,3 +33,13 @@ class EventSource(Protocol):
     def attach(self, sink: EventSink) -> None: ...
 
     def detach(self, sink: EventSink) -> None: ...
+
+
+def say(message: str, location: str = "") -> None:
+    """A RuntimeWarning (at ``file:line`` if given) that never raises into torch's compile."""
+    filename, _, line = location.rpartition(":")
+    with contextlib.suppress(Warning):  # warnings turned into errors must not break the compile
+        if filename and line.isdigit():
+            warnings.warn_explicit(message, RuntimeWarning, filename, int(line))
+        else:
+            warnings.warn(message, RuntimeWarning, stacklevel=3)

@@ -14,18 +14,17 @@ internals.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-import warnings
 from typing import Any
 
 from .._torch_text import input_name, limit_note, parse_device, parse_reasons
 from ..events import CompileEvent
-from . import EventSink
+from . import EventSink, say
 from .assemble import FunctionState, TracedParts, assemble
+from .neuron import NEURON
 
-__all__ = ["TAP", "say"]
+__all__ = ["TAP"]
 
 _TRACE_LOGGER = "torch.__trace"                   # torch._logging._internal.trace_log
 _LIMIT_LOGGER = "torch._dynamo.convert_frame"      # logs "torch._dynamo hit config.recompile_limit"
@@ -48,7 +47,6 @@ class _Tap(logging.Handler):
         self.functions: dict[tuple[str, str], FunctionState] = {}
         self.limit_notes: dict[int, dict[str, Any]] = {}    # thread id -> torch's limit warning
         self.errors: list[BaseException] = []
-        self.neuron_seen: tuple[int, int] = (0, 0)     # (id of torch_neuronx, entries seen)
         self._saved_level: int | None = None
         self._guard = threading.RLock()   # attach / detach from any thread
 
@@ -62,10 +60,7 @@ class _Tap(logging.Handler):
                     trace.setLevel(logging.DEBUG)
                 trace.addHandler(self)
                 logging.getLogger(_LIMIT_LOGGER).addFilter(self.limit_filter)
-                try:
-                    self._neuron_metrics()  # graphs compiled before recording are not ours
-                except Exception as exc:
-                    self._error(exc)
+                NEURON.begin()  # graphs compiled before recording are not ours
             self.sinks.append(sink)
 
     def detach(self, sink: EventSink) -> None:
@@ -164,12 +159,9 @@ class _Tap(logging.Handler):
         event = assemble(parts, m, note, state, function, location, _config_limit())
         event.compile_id = event.compile_id or f"{key[0]}/{key[1]}"
         try:
-            neuron = self._neuron_metrics()
+            NEURON.note_compile(event)  # which NEFF builds are its own; resolved at a safe point
         except Exception as exc:  # a broken torch_neuronx must not cost the event
             self._error(exc)
-            neuron = []
-        if neuron:
-            event.metrics["neuron"] = neuron
         for sink in list(self.sinks):
             try:
                 sink.receive(event)
@@ -177,19 +169,6 @@ class _Tap(logging.Handler):
                 self._error(exc)
         if event.kind == "limit_hit":
             _warn_limit(event)
-
-    def _neuron_metrics(self) -> list[Any]:
-        """New per-graph entries of torch-neuronx's dynamo metrics (``device.py``) since the last
-        event."""
-        from ..device import import_neuronx, neuron_dynamo_metrics
-
-        entries = neuron_dynamo_metrics()
-        module = import_neuronx() if entries else None  # already imported when it has entries
-        owner, seen = self.neuron_seen
-        if owner != id(module) or len(entries) < seen:  # another module, or it reset its table
-            seen = 0
-        self.neuron_seen = (id(module), len(entries))
-        return entries[seen:]
 
 
 def _warn_limit(event: CompileEvent) -> None:
@@ -201,15 +180,6 @@ def _warn_limit(event: CompileEvent) -> None:
                f"(nk.Buckets), or raise torch._dynamo.config.{name}.")
     say(message, event.location)
 
-
-def say(message: str, location: str = "") -> None:
-    """A RuntimeWarning (at ``file:line`` if given) that never raises into torch's compile."""
-    filename, _, line = location.rpartition(":")
-    with contextlib.suppress(Warning):  # warnings turned into errors must not break the compile
-        if filename and line.isdigit():
-            warnings.warn_explicit(message, RuntimeWarning, filename, int(line))
-        else:
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 TAP = _Tap()

@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.lines import Line2D
 
 from ..events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels,
-                     short_label)
+                     neff_seconds, short_label, total_seconds)
 
 __all__ = ["timeline", "graph_growth", "dashboard_chart", "png_bytes", "save_png", "PNG_SIGNATURE"]
 
@@ -115,12 +115,23 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
         idx = groups[key]
         if not idx:
             continue
-        ax.scatter([xs[i] for i in idx], [events[i].duration_s for i in idx], s=36, linewidths=1.5,
+        ax.scatter([xs[i] for i in idx], [events[i].total_s for i in idx], s=36, linewidths=1.5,
                    edgecolors=palette[key], label=short_label(key, 24), gid=key, zorder=3,
                    facecolors=[palette[key] if events[i].kind == "first" else "white" for i in idx])
+        built = [i for i in idx if events[i].total_s > events[i].duration_s]
+        if built:  # on Neuron: Dynamo's part up to the mark's foot, the NEFF build above it
+            ax.vlines([xs[i] for i in built], [events[i].duration_s for i in built],
+                      [events[i].total_s for i in built], colors=palette[key], linewidths=3,
+                      alpha=0.35, zorder=2)
+    kernels = [i for i, e in enumerate(events) if e.kind == "kernels"]
+    if kernels:
+        n = sum(events[i].kernels for i in kernels)
+        forecast = " forecast" if all(events[i].forecast for i in kernels) else ""
+        ax.scatter([xs[i] for i in kernels], [events[i].total_s for i in kernels], marker="D",
+                   s=28, color="#795548", label=f"eager kernels ({n}{forecast})", zorder=4)
     failed = [i for i, e in enumerate(events) if e.kind == "failed"]
     if failed:
-        ax.scatter([xs[i] for i in failed], [events[i].duration_s for i in failed], marker="x",
+        ax.scatter([xs[i] for i in failed], [events[i].total_s for i in failed], marker="x",
                    s=50, color="black", label="failed", zorder=4)
     hits = [i for i, e in enumerate(events) if e.kind == "limit_hit"]
     if hits:
@@ -140,13 +151,15 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False)
     ax.set_xlabel(XLABELS[x])
-    ax.set_ylabel("compile seconds")
+    ax.set_ylabel("compile seconds (+ NEFF)" if any(e.neff_compile_s for e in events)
+                  else "compile seconds")
     if own_axes:
-        top = max(max(e.duration_s for e in events), 1e-3) * 1.12
+        top = max(max(e.total_s for e in events), 1e-3) * 1.12
         ax.set_ylim(-0.04 * top, top)  # room for the limit-hit marks, which sit near 0 s
-    total = sum(e.duration_s for e in events)
+    total, neff = total_seconds(events), neff_seconds(events)
     noun = "event" if len(events) == 1 else "events"
-    ax.set_title(f"Compile timeline: {len(events)} {noun}, {total:.1f} s compiling")
+    builds = f" (NEFF builds {neff:.1f} s)" if neff else ""
+    ax.set_title(f"Compile timeline: {len(events)} {noun}, {total:.1f} s compiling{builds}")
     ax.grid(True, alpha=0.3)
     return fig
 

@@ -17,10 +17,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from ..cache import inspect_cache
+    from ..cache import inspect_cache, prune_cache
 
-    print(inspect_cache(args.dir))
-    return 0
+    if args.yes and not args.prune:
+        raise ValueError("--yes confirms --prune; add --prune to remove leftovers")
+    if not args.prune:
+        report = inspect_cache(args.dir, layout=args.layout)
+        print(report)
+        return 0 if report.exists else 2  # a missing folder: nothing to inspect
+    result = prune_cache(args.dir, layout=args.layout, dry_run=not args.yes)
+    print(result)
+    return 1 if result.failed else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -78,10 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write a Chrome/Perfetto trace here")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("cache", help="summarise a Neuron compile cache folder (read-only)")
+    p = sub.add_parser("cache", help="summarise a Neuron compile cache folder; --prune cleans it")
     p.add_argument("dir", nargs="?", default=None,
-                   help="cache folder (default: from NEURON_CC_FLAGS or "
+                   help="cache folder (default: native $TORCH_NEURONX_NEFF_CACHE_DIR or "
+                        "/tmp/neff_cache; legacy from NEURON_CC_FLAGS or "
                         "/var/tmp/neuron-compile-cache)")
+    p.add_argument("--layout", choices=("native", "legacy"), default=None,
+                   help="read the folder as this layout (default: detected from the folder "
+                        "and the installed torch-neuronx)")
+    p.add_argument("--prune", action="store_true",
+                   help="native layout: list the temp leftovers, zero-size NEFFs and stale "
+                        "locks to remove (a dry run; nothing is removed without --yes)")
+    p.add_argument("--yes", action="store_true", help="with --prune: really remove them")
     p.set_defaults(func=cmd_cache)
     return parser
 

@@ -344,6 +344,7 @@ class DashboardState(HasTraits):
                                  # on Neuron, transformers' own default (backend "neuron")
                                  backend=self.backend if compile_ and self.backend != "neuron"
                                  else None)
+        self.recorder.safe_point()  # on Neuron: NEFF build times and eager kernels resolved
         self.refresh()
         compiles = len(result.events)
         self.run_summary = (f"{length} prompt tokens, {self.max_new_tokens} new, "

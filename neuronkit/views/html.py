@@ -17,7 +17,7 @@ __all__ = ["events_table_html", "graph_counts_html", "advice_html", "replay_note
 
 TABLE_ROWS = 200          # newest events shown in the table; the log keeps them all
 KIND_LABELS = {"first": "first", "recompile": "recompile", "limit_hit": "LIMIT HIT: runs eager",
-               "failed": "failed", "eager_fallback": "RAN EAGER"}
+               "failed": "failed", "eager_fallback": "RAN EAGER", "kernels": "eager kernels"}
 STATUS_LABELS = {"info": "Ready", "busy": "Working", "ok": "Done", "error": "Error"}
 
 STYLE = """<style>
@@ -98,14 +98,22 @@ def graph_counts_html(log: CompileLog) -> str:
     if not rows:
         return '<div class="nk-muted">0 graphs compiled</div>'
     total = sum(r["graphs"] for r in rows)
+    neuron = any(e.neff_compile_s is not None or e.neff_cache is not None for e in log.events)
+    kernels = sum(r["kernels"] for r in rows)
     body = "".join(
         f'<tr><td>{escape(r["function"])}</td><td class="nk-count">{r["graphs"]}</td>'
         f'<td class="{"nk-bad" if r["limit_hits"] else ""}">{r["limit_hits"]}</td>'
-        f'<td>{r["compile_s"]:.1f}</td></tr>' for r in rows)
+        f'<td>{r["compile_s"]:.1f}</td>'
+        + (f'<td class="nk-neff">{r["neff_s"]:.1f}</td>' if neuron else "")
+        + (f'<td>{r["kernels"] or ""}</td>' if kernels else "") + "</tr>" for r in rows)
+    neff = f" + {log.total_neff_s:.1f} s NEFF builds" if neuron else ""
+    more = f", {kernels} eager kernel(s)" if kernels else ""
     return (f'<div class="nk-section"><span class="nk-total-graphs">{total}</span> graph(s), '
-            f'{log.total_compile_s:.1f} s compiling</div>'
+            f'{log.total_compile_s:.1f} s compiling{neff}{more}</div>'
             '<table class="nk-table"><thead><tr><th>function</th><th>graphs</th>'
-            f'<th>limit hits</th><th>compile s</th></tr></thead><tbody>{body}</tbody></table>')
+            '<th>limit hits</th><th>compile s</th>' + ("<th>NEFF s</th>" if neuron else "")
+            + ("<th>kernels</th>" if kernels else "")
+            + f'</tr></thead><tbody>{body}</tbody></table>')
 
 
 def advice_html(advices: Iterable[Any]) -> str:

@@ -55,16 +55,22 @@ def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = 
     t0 = min(e.started_at for e in events)
     labels = function_labels(events)
     shown = events if limit is None else events[:limit]
+    neuron = _has_neuron_fields(events)
     rows = []
     for e in shown:
         kind = f"{e.kind} {LIMIT_FLAG}" if e.kind == "limit_hit" else e.kind
+        if e.kind == "kernels":
+            kind = f"kernels x{e.kernels}" + (" (forecast)" if e.forecast else "")
         function = short_label(labels[e.function, e.location], 24)
-        rows.append([str(e.seq), f"{e.started_at - t0:.2f}", function, kind,
-                     _cut(input_name(e.changed), 44) or "-",
-                     short_reason(e.reasons[0], 36) if e.reasons else "-",
-                     f"{e.duration_s:.3f}", _cut(e.context, 40) or "-", str(e.rank)])
-    text = table(["#", "t+s", "function", "kind", "changed", "first reason", "compile s",
-                  "context", "rank"], rows, right=(0, 1, 6, 8))
+        row = [str(e.seq), f"{e.started_at - t0:.2f}", function, kind,
+               _cut(input_name(e.changed), 44) or "-",
+               short_reason(e.reasons[0], 36) if e.reasons else "-", f"{e.duration_s:.3f}"]
+        if neuron:
+            row += [_neff(e)]
+        rows.append(row + [_cut(e.context, 40) or "-", str(e.rank)])
+    headers = ["#", "t+s", "function", "kind", "changed", "first reason", "compile s"]
+    headers += ["NEFF s", "context", "rank"] if neuron else ["context", "rank"]
+    text = table(headers, rows, right=(0, 1, 6, 7, 9) if neuron else (0, 1, 6, 8))
     if len(shown) < len(events):
         text += f"\n… {len(events) - len(shown)} more event(s) not shown"
     hits = sum(e.kind == "limit_hit" for e in events)
@@ -72,6 +78,21 @@ def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = 
         text += (f"\n{LIMIT_FLAG} recompile limit hit ({hits}x): torch ran these calls eagerly, "
                  "uncompiled")
     return text
+
+
+def _has_neuron_fields(events: Sequence[CompileEvent]) -> bool:
+    return any(e.neff_compile_s is not None or e.neff_cache is not None for e in events)
+
+
+def _neff(e: CompileEvent) -> str:
+    """The NEFF column: seconds and where it came from; "?" while unresolved."""
+    if e.kind not in ("first", "recompile"):
+        return "-"
+    if e.neff_compile_s is None and e.neff_cache is None:
+        return "?"
+    where = {"compiled": "", "disk_hit": " disk", "memory_hit": " memory"}.get(e.neff_cache or "",
+                                                                             " not built")
+    return f"{float(e.neff_compile_s or 0.0):.1f}{where}"
 
 
 def format_summary(log: CompileLog | Iterable[CompileEvent]) -> str:
@@ -88,14 +109,28 @@ def format_summary(log: CompileLog | Iterable[CompileEvent]) -> str:
     def share(value: float | None) -> str:
         return "-" if value is None else f"{value:.1%}"
 
+    neuron = _has_neuron_fields(log.events)
+    kernels = any(r["kernels"] for r in rows_in)
+
+    def extra(neff: float, count: int | str) -> list[str]:
+        return ([f"{neff:.1f}"] if neuron else []) + ([str(count)] if kernels else [])
+
     rows = [[short_label(r["function"], 32), str(r["graphs"]), str(r["distinct_shapes"]),
-             str(r["limit_hits"]), str(r["failed"]), f"{r['compile_s']:.3f}", f"{r['mean_s']:.3f}",
+             str(r["limit_hits"]), str(r["failed"]), f"{r['compile_s']:.3f}",
+             *extra(r["neff_s"], r["kernels"] or ""), f"{r['mean_s']:.3f}",
              share(r["share_of_wall"])] for r in rows_in]
     rows.append(["total", str(sum(r["graphs"] for r in rows_in)), "",
                  str(sum(r["limit_hits"] for r in rows_in)), str(sum(r["failed"] for r in rows_in)),
-                 f"{log.total_compile_s:.3f}", "", share(log.compile_share())])
-    text = table(["function", "graphs", "shapes", "limit hits", "failed", "compile s", "mean s",
-                  "share of wall"], rows, right=range(1, 8))
+                 f"{log.total_compile_s:.3f}",
+                 *extra(log.total_neff_s, sum(r["kernels"] for r in rows_in) or ""), "",
+                 share(log.compile_share())])
+    headers = ["function", "graphs", "shapes", "limit hits", "failed", "compile s",
+               *(["NEFF s"] if neuron else []), *(["kernels"] if kernels else []), "mean s",
+               "share of wall"]
+    text = table(headers, rows, right=range(1, len(headers)))
+    if neuron:
+        text += ("\ncompile s: Dynamo (tracing, lowering); NEFF s: the neuronx-cc build after it "
+                 "(0 for a cache hit); the share of wall counts both")
     ranks = sorted({e.rank for e in log.events})
     if len(ranks) > 1:
         text += (f"\n{len(ranks)} ranks: counts and seconds add up all ranks; the share of wall is "
@@ -123,7 +158,8 @@ def _header_line(log: CompileLog) -> str:
         return value or "unknown"
 
     parts = [f"device {named('device')}", f"backend {named('backend')}", f"{len(events)} events",
-             f"{log.total_compile_s:.2f} s compiling"]
+             f"{log.total_compile_s:.2f} s compiling"
+             + (f" + {log.total_neff_s:.1f} s NEFF builds" if _has_neuron_fields(events) else "")]
     if log.wall_time_s:
         parts.append(f"wall {log.wall_time_s:.1f} s")
     ranks = sorted({e.rank for e in events})

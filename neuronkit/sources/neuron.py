@@ -1,0 +1,269 @@
+"""The native Neuron source: NEFF build times and eager-op kernels, read only at safe points.
+
+On native torch-neuronx the ``neuron`` backend only *submits* a graph's neuronx-cc build to one
+worker thread; Dynamo's compile (an event's ``duration_s``) ends there and the minutes of the
+build land later in ``get_dynamo_metrics()[i].torch_neuronx_compile_us``. Reading that list calls
+``torch_neuronx.synchronize()``, which waits for the device and re-raises (and clears) the user's
+first pending async error. So:
+
+- during a compile, an event only notes which metric entries are its own, from the counter
+  ``torch._dynamo.utils.counters["neuron"]["compiled_graphs"]`` (a dict read, no sync);
+- at a safe point (``rec.safe_point()``: the recorder's ``stop()``, the end of each ``nk.generate``
+  batch, the Trainer callback's step end, a dashboard refresh) the pending events are resolved with
+  at most one synchronize, called directly so that a user's async error reaches the user's code;
+- the same safe point diffs the set of compiled kernels (``torch_neuronx._C._get_all_cache_keys()``)
+  and records one ``kernels`` event for the new eager-op kernels.
+
+Every private call is guarded: missing or changed, it degrades to "not available" with one
+warning. With ``NEURON_LAUNCH_BLOCKING=1`` the build runs inside Dynamo's time (events say
+``metrics["neff_in_duration"]``) and eager ops bypass the C++ cache (no kernel counts).
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import Counter
+from typing import Any, Callable, Protocol
+
+from ..device import loaded_neuronx
+from ..events import CompileEvent
+from . import say
+
+__all__ = ["NEURON", "NeuronSource", "KERNELS_FUNCTION", "op_of_key", "is_graph_key"]
+
+KERNELS_FUNCTION = "eager kernels"   # the function name of ``kernels`` events
+_GRAPH_KEY = re.compile(r"^[0-9a-f]{64}(_|$)")          # sha256 base key of a compiled graph
+_OP_END = re.compile(r"_t\d+_")                           # "aten::add.Tensor_t0_(2, 3)_..."
+_BLOCKING = ("1", "true", "TRUE", "yes", "YES")
+
+
+class _Settling(Protocol):
+    """What a safe point needs of a recorder."""
+
+    @property
+    def events(self) -> list[CompileEvent]: ...
+
+    def update(self, seq: int, **fields: Any) -> Any: ...
+
+    def record(self, **fields: Any) -> CompileEvent: ...
+
+
+def is_graph_key(key: str) -> bool:
+    """A compiled graph's cache key (64 hex characters first), not an eager op's."""
+    return bool(_GRAPH_KEY.match(key))
+
+
+def op_of_key(key: str) -> str:
+    """The op name an eager kernel's cache key starts with (``aten::add.Tensor``), else "?"."""
+    match = _OP_END.search(key)
+    head = key[:match.start()] if match else ""
+    return head if head and "::" in head else "?"
+
+
+def _module() -> Any | None:
+    """torch_neuronx when already imported (a source never imports it)."""
+    return loaded_neuronx()
+
+
+def _compiled_graphs() -> int | None:
+    """torch-neuronx's count of graphs it compiled, without synchronizing; None off Neuron."""
+    if _module() is None:
+        return None
+    from torch._dynamo.utils import counters
+
+    neuron = counters.get("neuron")
+    return int(neuron.get("compiled_graphs", 0)) if neuron is not None else 0
+
+
+class NeuronSource:
+    """Notes each compile's metric entries; resolves them and counts kernels at safe points."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._counted = 0                       # compiled_graphs at the last compile event
+        self._entries: list[Any] = []           # get_dynamo_metrics() as of the last sync
+        self._first_seen: dict[str, tuple[int, int]] = {}  # graph_id -> (epoch, index) built
+        self._epoch = 0                         # bumps when torch-neuronx resets its table
+        self._kernel_keys: dict[int, set[str]] = {}   # id(recorder) -> kernel keys it has seen
+        self._warned: set[str] = set()
+        self._owner = 0                         # id() of the torch_neuronx the state is about
+        self.syncs = 0                          # synchronize calls made (tests read it)
+
+    def _same_module(self, module: Any) -> None:
+        """Forget everything learnt from another torch_neuronx (a test's fake, a reload)."""
+        if id(module) != self._owner:
+            self._owner = id(module)
+            self._counted, self._entries, self._epoch = 0, [], self._epoch + 1
+            self._first_seen.clear()
+            self._kernel_keys.clear()
+
+    def begin(self) -> None:
+        """Recording starts: graphs compiled before now are nobody's."""
+        now = _compiled_graphs()
+        if now is not None:
+            with self._lock:
+                self._same_module(_module())
+                self._counted = now
+
+    def baseline(self, recorder: object) -> None:
+        """A recorder starts: the kernels compiled before now are not its own (no sync)."""
+        module = _module()
+        if module is None or os.environ.get("NEURON_LAUNCH_BLOCKING", "") in _BLOCKING:
+            return
+        keys = self._private(module, "_get_all_cache_keys")
+        with self._lock:
+            self._same_module(module)
+            self._kernel_keys[id(recorder)] = {str(k) for k in keys or ()}
+
+    # -- during a compile: a dict read, never a sync ------------------------------------------
+    def note_compile(self, event: CompileEvent) -> None:
+        """Mark which ``get_dynamo_metrics`` entries belong to ``event`` (called by the Dynamo
+        tap as the event is assembled)."""
+        now = _compiled_graphs()
+        if now is None:
+            return
+        with self._lock:
+            self._same_module(_module())
+            if now < self._counted:  # reset_dynamo_metrics() cleared the table and counter
+                self._counted, self._epoch = 0, self._epoch + 1
+                self._entries = []
+            lo, self._counted = self._counted, now
+        if now > lo:
+            event.metrics["neuron_graphs"] = [self._epoch, lo, now]
+            if os.environ.get("NEURON_LAUNCH_BLOCKING", "") in _BLOCKING:
+                event.metrics["neff_in_duration"] = True
+
+    # -- at a safe point ----------------------------------------------------------------------
+    def settle(self, recorder: _Settling) -> None:
+        """Resolve ``recorder``'s pending NEFF times (at most one synchronize) and record the
+        eager kernels compiled since its last safe point. A user's async error propagates."""
+        module = _module()
+        if module is None:
+            return
+        with self._lock:
+            self._same_module(module)
+        pending = [e for e in recorder.events if e.neff_cache is None and e.neff_compile_s is None
+                   and isinstance(e.metrics.get("neuron_graphs"), list)]
+        if pending:
+            entries = self._fetch(module, max(e.metrics["neuron_graphs"][2] for e in pending))
+            if entries is not None:
+                self._resolve(recorder, pending, entries, module)
+        else:
+            self._sync_for_kernels(module)
+        self._record_kernels(recorder, module)
+
+    def forget(self, recorder: object) -> None:
+        """Drop what a stopped recorder had seen of the kernel cache."""
+        with self._lock:
+            self._kernel_keys.pop(id(recorder), None)
+
+    def _fetch(self, module: Any, needed: int) -> list[Any] | None:
+        """The metric entries; calls ``get_dynamo_metrics()`` (one synchronize) only when the
+        list read at the last safe point is short of ``needed``. Its synchronize re-raises the
+        user's pending async error: that propagates to the caller, as the user's own would."""
+        with self._lock:
+            if len(self._entries) >= needed:
+                return self._entries
+            getter = getattr(module, "get_dynamo_metrics", None)
+            if getter is None:
+                self._warn_once("metrics", "torch_neuronx has no get_dynamo_metrics(): NEFF build "
+                                "times are not recorded")
+                return None
+            self.syncs += 1
+            self._entries = list(getter())
+            return self._entries
+
+    def _sync_for_kernels(self, module: Any) -> None:
+        """One synchronize, so that kernels submitted before the safe point are in the cache."""
+        sync = getattr(module, "synchronize", None)
+        if sync is not None and self._kernels_readable(module):
+            self.syncs += 1
+            sync()
+
+    def _resolve(self, recorder: _Settling, pending: list[CompileEvent], entries: list[Any],
+                 module: Any) -> None:
+        built = self._built_keys(module)
+        for event in pending:
+            epoch, lo, hi = event.metrics["neuron_graphs"]
+            if epoch != self._epoch or hi > len(entries):
+                continue  # its table was reset before the times were read: unknowable now
+            seconds, states = 0.0, []
+            for index in range(lo, hi):
+                entry = entries[index]
+                graph_id = str(getattr(entry, "graph_id", ""))
+                us = int(getattr(entry, "torch_neuronx_compile_us", 0) or 0)
+                first = self._first_seen.setdefault(graph_id, (epoch, index))
+                if first != (epoch, index):
+                    states.append("memory_hit")   # the same NEFF again: its time repeats, not cost
+                elif us > 0:
+                    states.append("compiled")
+                    seconds += us / 1e6
+                elif built is None or graph_id in built:
+                    states.append("disk_hit")     # read from disk: stored with 0 ms
+                else:
+                    states.append("")             # not built (failed or evicted): unknown
+            state = next((s for s in ("compiled", "disk_hit", "memory_hit") if s in states), None)
+            recorder.update(event.seq, neff_compile_s=round(seconds, 6), neff_cache=state)
+
+    def _built_keys(self, module: Any) -> set[str] | None:
+        entries = self._private(module, "_get_compilation_cache_entries")
+        if entries is None:
+            return None
+        return {str(e.get("cache_key", "")) for e in entries if isinstance(e, dict)}
+
+    def _kernels_readable(self, module: Any) -> bool:
+        if os.environ.get("NEURON_LAUNCH_BLOCKING", "") in _BLOCKING:
+            self._warn_once("blocking", "NEURON_LAUNCH_BLOCKING=1: eager ops bypass the compilation "
+                            "cache, so their kernels are not counted (unset it to see them)")
+            return False
+        if getattr(getattr(module, "_C", None), "_get_all_cache_keys", None) is None:
+            self._warn_once("_get_all_cache_keys", "torch_neuronx._C._get_all_cache_keys is not "
+                            "available in this version: eager kernels are not recorded")
+            return False
+        return True
+
+    def _record_kernels(self, recorder: _Settling, module: Any) -> None:
+        if not self._kernels_readable(module):
+            return
+        keys = self._private(module, "_get_all_cache_keys")
+        if keys is None:
+            return
+        eager = {str(k) for k in keys if not is_graph_key(str(k))}
+        with self._lock:
+            seen = self._kernel_keys.setdefault(id(recorder), set())
+            new = sorted(eager - seen)
+            seen.update(new)
+        if not new:
+            return
+        times = {str(e.get("cache_key")): float(e.get("compilation_time_ms") or 0.0)
+                 for e in self._private(module, "_get_compilation_cache_entries") or []
+                 if isinstance(e, dict)}
+        ms = sum(times.get(k, 0.0) for k in new)
+        recorder.record(kind="kernels", function=KERNELS_FUNCTION, kernels=len(new),
+                        ops=dict(Counter(op_of_key(k) for k in new).most_common()),
+                        duration_s=ms / 1000.0,
+                        reasons=[f"{len(new)} new eager-op kernel(s) compiled since the last safe "
+                                 "point"])
+
+    def _private(self, module: Any, name: str) -> Any | None:
+        """``torch_neuronx._C.<name>()``, or None (with one warning) when missing or failing."""
+        fn: Callable[[], Any] | None = getattr(getattr(module, "_C", None), name, None)
+        if fn is None:
+            self._warn_once(name, f"torch_neuronx._C.{name} is not available in this version: "
+                            "eager kernels are not recorded")
+            return None
+        try:
+            return fn()
+        except Exception as exc:
+            self._warn_once(name, f"torch_neuronx._C.{name}() failed ({exc!r}): eager kernels "
+                            "are not recorded")
+            return None
+
+    def _warn_once(self, what: str, message: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            say(f"neuronkit: {message}")
+
+
+NEURON = NeuronSource()
