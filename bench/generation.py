@@ -20,7 +20,9 @@ Prefill runs uncompiled in all three, and on native Neuron every eager op compil
 new (op, shapes, dtypes) key: "kernels" is neuronkit's forecast of those (nk.forecast_kernels,
 counted here on CPU inside the model's forward, per process; not a Neuron measurement): each new
 prompt shape of the prefill is a batch of new kernels. --kernel-cost-s is an ASSUMPTION (no
-measured per-kernel figure is used), printed as such.
+measured per-kernel figure is used), printed as such. The forecast's counting (a Python dispatch
+mode, on for the whole of each generate in (b) and (c), for the prefill in (a)) is inside the
+measured execution time: a small overhead that only raises (b) and (c).
 
 A second table repeats the seed recipe (b) and nk.generate (c) on tiny random-weight models of
 five families (Llama, Qwen3, Phi-3, Mistral with a sliding window, Gemma 3 text with sliding and

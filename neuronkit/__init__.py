@@ -27,7 +27,7 @@ _EXPORTS: dict[str, str] = {
     "RecompileWarning": "training",
     "merge_logs": "distributed", "rank_log_path": "distributed", "launch": "distributed",
     "CompileEvent": "events", "CompileLog": "events", "LogFormatError": "events",
-    "CompileRecorder": "recorder",
+    "CompileRecorder": "recorder", "forecast_kernels": "sources.kernel_forecast",
     "diagnose": "advice", "Advice": "advice",
     "inspect_cache": "cache", "CacheReport": "cache",
 }
@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .recompile_limit import RecompileLimitWarning
     from .recorder import CompileRecorder
     from .shapes import Buckets, ShapeAudit, audit_shapes, plan_buckets
+    from .sources.kernel_forecast import forecast_kernels
     from .static_cache import UnboundedCacheError
     from .collate import FixedLengthCollator
     from .training import (CompileEventsCallback, RecompileWarning, StaticShapeWarning,

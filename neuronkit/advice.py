@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
+from .advice_neuron import kernel_findings, neff_findings
 from .advice_shapes import CALLS_PER_LENGTH, Series, consecutive, graphs_of, graphs_per_rank, groups, \
     is_generation, limit_value, per_rank, plan, scalar_guards, series
 from ._torch_text import short_reason
@@ -410,7 +411,7 @@ def diagnose(log: CompileLog | Iterable[CompileEvent]) -> list[Advice]:
     for function, evs in by_function.items():
         found += (_limit_hits(function, evs, ranks) + _failures(function, evs, ranks)
                   + _shape_findings(function, evs))
-    found += _ranks(events, labels)
+    found += _ranks(events, labels) + neff_findings(events) + kernel_findings(events)
     graphs = {f: graphs_per_rank(evs) for f, evs in by_function.items()}
     if not found and all(n <= 1 for n in graphs.values()):
         found.append(Advice(

@@ -225,7 +225,9 @@ class CompileRecorder:
     def record(self, **fields: Any) -> CompileEvent:
         """Add an event that a workload observed itself (e.g. ``kind="eager_fallback"``: calls
         torch ran uncompiled after a limit hit, which leave no trace record). The recorder adds
-        rank, context, device and backend, as for a compile; returns the event."""
+        rank, context, device and backend, as for a compile, and the time when not given;
+        returns the event."""
+        fields.setdefault("started_at", time.time())
         return self.receive(CompileEvent(**fields))
 
     def receive(self, event: CompileEvent) -> CompileEvent:

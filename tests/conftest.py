@@ -141,3 +141,20 @@ def neuron_cache(tmp_path) -> Path:
     write_cache_entry(root, "locked", mtime=now - 7200)
     write_cache_entry(root, "empty", mtime=now - 86400)
     return root
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model_path):
+    """The embedded tiny model on CPU in float32, shared by a test module (modules may override)."""
+    import neuronkit as nk
+
+    return nk.load_model(tiny_model_path, device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_path):
+    """The embedded tiny model's tokenizer (modules may override)."""
+    import neuronkit as nk
+
+    return nk.load_tokenizer(tiny_model_path)
+

@@ -14,16 +14,6 @@ from neuronkit.generation import _compile_kwargs, cache_length
 WORDS = "the cat sat on a mat while rain fell over quiet hills and rivers ran to the sea".split()
 
 
-@pytest.fixture(scope="module")
-def model(tiny_model_path):
-    return nk.load_model(tiny_model_path, device="cpu", dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def tok(tiny_model_path):
-    return nk.load_tokenizer(tiny_model_path)
-
-
 def make_prompts(tok, n, seed, lo=1, hi=30):
     rng = random.Random(seed)
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi))) for _ in range(n)]

@@ -24,16 +24,6 @@ def fresh_forecast():
     reset_forecast()
 
 
-@pytest.fixture(scope="module")
-def model(tiny_model_path):
-    return nk.load_model(tiny_model_path, device="cpu", dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def tok(tiny_model_path):
-    return nk.load_tokenizer(tiny_model_path)
-
-
 def recorder(**kw):
     return nk.CompileRecorder(device="cpu", backend="eager", **kw)
 
@@ -80,6 +70,14 @@ def test_non_scalar_arguments_count_by_value_and_no_kernel_ops_are_skipped():
         torch.arange(0, 5)
         torch.arange(0, 7)                      # another output shape: another kernel
     assert dict(fc.ops) == {"aten::sum.dim_IntList": 2, "aten::arange.start": 2}
+
+
+def test_higher_order_ops_still_run():
+    x = torch.ones(3)
+    with forecast_kernels() as fc:
+        y = torch.cond(x.sum() > 0, lambda v: v.sin(), lambda v: v.cos(), (x,))
+    assert torch.equal(y, x.sin())
+    assert dict(fc.ops) == {"aten::sum": 1, "aten::gt.Scalar": 1}   # the cond itself: not keyed
 
 
 def test_keys_are_per_process_until_reset():

@@ -239,3 +239,62 @@ def test_the_views_show_dynamo_and_neff_side_by_side(clean_env):
     log.set_wall_time(100.0)
     share = [a for a in nk.diagnose(log) if "compile time is" in a.title]
     assert share and share[0].numbers["neff_s"] == 75.0 and share[0].numbers["share"] > 0.75
+
+
+@pytest.mark.slow
+def test_the_dashboard_shows_neff_times_after_a_run(clean_env, tiny_model_path):
+    from neuronkit.views.dashboard_state import DashboardState
+    from neuronkit.views.html import graph_counts_html
+
+    with installed_fake() as fake:
+        fake.plan("compiled", duration_s=88.0)
+        state = DashboardState(tiny_model_path, device="cpu", dtype="float32", backend="neuron")
+        state.load()
+        state.max_new_tokens = 3
+        before = fake.sync_count
+        state.generate("hello there")
+        built = [e for e in state.log.events if "neuron_graphs" in e.metrics]
+        assert built and all(e.neff_cache == "compiled" for e in built)
+        assert state.log.total_neff_s == 88.0
+        assert "+ 88.0 s NEFF builds" in graph_counts_html(state.log)
+        # the generate batch's safe point, then the end of the run (the recorder stops)
+        assert [c.stack[2].split(":")[1] for c in fake.sync_calls[before:]] == ["safe_point"] * 2
+        state.close()
+
+
+def test_advice_names_neff_builds_cache_hits_and_kernels():
+    from neuronkit.events import CompileEvent as E
+
+    events = [E(function="f", kind="first", duration_s=2.0, neff_compile_s=90.0,
+                neff_cache="compiled"),
+              E(function="f", kind="recompile", duration_s=1.5, neff_compile_s=0.0,
+                neff_cache="disk_hit"),
+              E(function="eager kernels", kind="kernels", kernels=3, context="batch 0",
+                ops={"aten::add.Tensor": 2, "aten::mm": 1}, duration_s=6.0),
+              E(function="eager kernels", kind="kernels", kernels=5, context="batch 1",
+                ops={"aten::add.Tensor": 5}, forecast=True)]
+    found = {a.title.split(" ")[0] + " " + a.title.split(" ")[1]: a for a in nk.diagnose(events)}
+    neff = next(a for a in found.values() if a.title.startswith("NEFF builds"))
+    assert neff.numbers == {"neff_s": 90.0, "built": 1, "disk_hits": 1, "memory_hits": 0,
+                            "dynamo_s": 3.5}
+    assert neff.severity == "warning" and "TORCH_NEURONX_NEFF_CACHE_DIR" in neff.fix
+    measured = next(a for a in found.values() if a.title.startswith("3 eager kernel(s) compiled"))
+    assert measured.numbers["ops"] == {"aten::add.Tensor": 2, "aten::mm": 1}
+    assert "(6.0 s)" in measured.title and "batch 0" in measured.detail
+    forecast = next(a for a in found.values() if a.title.startswith("5 eager kernel(s) forecast"))
+    assert forecast.numbers["forecast"] is True and "forecast on CPU" in forecast.detail
+    assert not [a for a in nk.diagnose(events[:1] * 0 + [E(function="g", kind="first")])
+                if "NEFF" in a.title or "kernel" in a.title]
+
+
+def test_the_chrome_trace_has_a_neff_build_slice(tmp_path):
+    from neuronkit.events import CompileEvent as E
+    from neuronkit.views.chrome_trace import write_chrome_trace
+
+    events = [E(function="f", kind="first", started_at=10.0, duration_s=2.0, neff_compile_s=90.0,
+                neff_cache="compiled"),
+              E(function="f", kind="recompile", started_at=20.0, duration_s=1.0,
+                neff_compile_s=30.0, metrics={"neff_in_duration": True})]
+    trace = json.loads(write_chrome_trace(events, tmp_path / "t.json").read_text())["traceEvents"]
+    builds = [t for t in trace if t.get("cat") == "neff"]
+    assert [(b["ts"], b["dur"]) for b in builds] == [(2.0e6, 90.0e6)]   # after Dynamo's 2 s

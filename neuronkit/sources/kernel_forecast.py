@@ -21,7 +21,8 @@ arguments (dims, ``keepdim``, dtypes) by value, as the ops that need them declar
 and the outputs' shapes (so ``arange(0, n)`` differs per ``n``). Not counted, as native Neuron
 compiles nothing for them: view ops (``func.is_view``, e.g. ``view``, ``slice``, ``transpose``:
 strided aliases), allocations and host reads (``empty``, ``set_``, ``item()``), ops with an
-empty input tensor (short-circuited) and copies between devices. Keys seen are kept per
+empty input tensor (short-circuited), copies between devices and higher-order ops such as
+``torch.cond`` (run, not keyed). Keys seen are kept per
 process, like Neuron's in-memory cache: a key counted once is not new again
 (:func:`reset_forecast` forgets them). Neuron's on-disk NEFF cache, which can spare a later
 process the compile, is not modelled. It is a forecast: a CPU run may take other code paths
@@ -255,9 +256,9 @@ def _op_info(func: Any) -> tuple[str, frozenset[Any]] | None:
     / Tensor arguments, where a Python number is a runtime value keyed by its type only."""
     if func in _OPS:
         return _OPS[func]
-    name = func.name()
     info: tuple[str, frozenset[Any]] | None = None
-    if not (func.is_view or name in _NO_KERNEL):
+    name = func.name() if isinstance(func, torch._ops.OpOverload) else ""
+    if name and not (func.is_view or name in _NO_KERNEL):   # not a higher-order op either
         found: set[Any] = set()
         for i, arg in enumerate(func._schema.arguments):
             kind = str(arg.type)
@@ -307,6 +308,8 @@ def _device_of(args: tuple[Any, ...], out: Any) -> str:
 
 class _CountingMode(TorchDispatchMode):
     """Counts each new kernel key for every forecast active in this thread."""
+
+    supports_higher_order_operators = True  # run them (torch.cond, ...) instead of refusing them
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:

@@ -87,16 +87,17 @@ class NeuronSource:
         self._epoch = 0                         # bumps when torch-neuronx resets its table
         self._kernel_keys: dict[int, set[str]] = {}   # id(recorder) -> kernel keys it has seen
         self._warned: set[str] = set()
-        self._owner = 0                         # id() of the torch_neuronx the state is about
+        self._owner: Any = None                 # the torch_neuronx the state is about
         self.syncs = 0                          # synchronize calls made (tests read it)
 
     def _same_module(self, module: Any) -> None:
         """Forget everything learnt from another torch_neuronx (a test's fake, a reload)."""
-        if id(module) != self._owner:
-            self._owner = id(module)
+        if module is not self._owner:  # (an id() could be reused by the next fake)
+            self._owner = module
             self._counted, self._entries, self._epoch = 0, [], self._epoch + 1
             self._first_seen.clear()
             self._kernel_keys.clear()
+            self._warned.clear()
 
     def begin(self) -> None:
         """Recording starts: graphs compiled before now are nobody's."""
@@ -111,9 +112,12 @@ class NeuronSource:
         module = _module()
         if module is None or os.environ.get("NEURON_LAUNCH_BLOCKING", "") in _BLOCKING:
             return
-        keys = self._private(module, "_get_all_cache_keys")
         with self._lock:
             self._same_module(module)
+        if getattr(getattr(module, "_C", None), "_get_all_cache_keys", None) is None:
+            return  # said once, at the first safe point
+        keys = self._private(module, "_get_all_cache_keys")
+        with self._lock:
             self._kernel_keys[id(recorder)] = {str(k) for k in keys or ()}
 
     # -- during a compile: a dict read, never a sync ------------------------------------------

@@ -342,9 +342,11 @@ class DashboardState(HasTraits):
                                  max_new_tokens=self.max_new_tokens, buckets=buckets,
                                  recorder=self.recorder, compile=compile_,
                                  # on Neuron, transformers' own default (backend "neuron")
-                                 backend=self.backend if compile_ and self.backend != "neuron"
+                                 backend=self.backend if compile_ and not (
+                                     self.backend == "neuron" and self.device.startswith("neuron"))
                                  else None)
-        self.recorder.safe_point()  # on Neuron: NEFF build times and eager kernels resolved
+        if self.recorder.active:  # (a recorder generate started, it stopped: a safe point too)
+            self.recorder.safe_point()  # on Neuron: NEFF build times and eager kernels resolved
         self.refresh()
         compiles = len(result.events)
         self.run_summary = (f"{length} prompt tokens, {self.max_new_tokens} new, "
