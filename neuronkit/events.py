@@ -29,10 +29,12 @@ __all__ = ["CompileEvent", "CompileLog", "EventKind", "FORMAT", "FORMAT_VERSION"
            "short_label", "total_seconds"]
 
 FORMAT = "neuronkit-compile-log"
-FORMAT_VERSION = 2  # 2: update lines, kind "kernels", neff_compile_s / neff_cache / kernels / ops
+FORMAT_VERSION = 2  # 2: update lines, kinds "kernels" and "graph_break", neff_* / kernels / ops
 
-EventKind = Literal["first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels"]
-KINDS: tuple[str, ...] = ("first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels")
+EventKind = Literal["first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels",
+                   "graph_break"]
+KINDS: tuple[str, ...] = ("first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels",
+                          "graph_break")
 GRAPH_KINDS: tuple[str, ...] = ("first", "recompile")  # the kinds that build a graph
 # where a graph's NEFF came from on Neuron: built by neuronx-cc, the disk cache, the in-memory cache
 NEFF_CACHE_STATES: tuple[str, ...] = ("compiled", "disk_hit", "memory_hit")
