@@ -4,16 +4,24 @@ torch rewords guard failures, source names and warnings between releases; when i
 module and its test file (tests/test_torch_text.py) are what change. Names are given to users
 without Dynamo's source wrappers: ``L['x']`` -> ``x``, ``kwargs['cache'].layers[0].keys`` ->
 ``cache.layers[0].keys`` (logs written before that rule keep loading: views clean names again).
+Guard failures are put in plain words for tables (:func:`guard_text`: ``___check_obj_id(L['x'],
+…)`` -> ``x: a different object``; events keep torch's text verbatim); graph-break reports give
+their user frame and cause (:func:`break_site`, :func:`break_cause`); a recompile-limit hit is
+told from its metrics alone when torch's warning is silenced (:func:`limit_failure`).
 """
 from __future__ import annotations
 
+import functools
+
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CACHE_NAME", "LIMIT_WARNING", "changed_dim", "failure_reason", "first_guard",
-           "input_name", "limit_note", "limit_value_in", "parse_device", "parse_reasons",
-           "scalar_guard", "short_reason", "size_mismatches"]
+__all__ = ["CACHE_NAME", "LIMIT_WARNING", "BreakSite", "break_cause", "break_site", "changed_dim",
+           "failure_reason", "first_guard", "guard_text", "input_name", "is_torch_file", "limit_failure",
+           "limit_note", "limit_value_in", "parse_device", "parse_reasons", "scalar_guard",
+           "short_reason", "size_mismatches"]
 
 # "tensor 'L['x']' size mismatch at index 1. expected 3, actual 5"
 _SIZE_MISMATCH = re.compile(r"tensor '(?P<name>.+?)' size mismatch at index (?P<dim>\d+)\. "
@@ -34,6 +42,7 @@ _DIM = re.compile(r"dim (\d+)|at index (\d+)")
 CACHE_NAME = re.compile(r"past_key_values|key_cache|value_cache|layers\[\d+\]\.(keys|values)")
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and called once per reason of a large log
 def input_name(source: str) -> str:
     """Dynamo's source text -> the user-facing input name (every wrapper removed):
     ``L['input_ids']`` -> ``input_ids``, ``L['kwargs']['cache'].layers[0].keys`` ->
@@ -58,12 +67,9 @@ def first_guard(reason: str) -> str:
 
 
 def short_reason(reason: str, width: int = 48) -> str:
-    """A guard-failure reason in one short line: ``input_ids dim 1: 17 -> 33``."""
-    text = first_guard(reason)
-    found = size_mismatches(text)
-    if found:
-        name, dim, old, new = found[0]
-        text = f"{name} dim {dim}: {old} -> {new}"
+    """A guard-failure reason in one short line of plain words (:func:`guard_text`):
+    ``input_ids dim 1: 17 -> 33``, ``grad mode changed``."""
+    text = guard_text(reason)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -127,3 +133,202 @@ def limit_value_in(text: str) -> int | None:
     """The recompile limit a message quotes (``recompile_limit (8)``, ``currently set to 8``)."""
     m = _LIMIT_VALUE.search(text)
     return int(m[1] or m[2]) if m else None
+
+
+_LIMIT_TYPE = re.compile(r"exceeding the (\w+) cache size limit|Limit type: (\w+)")
+
+
+def limit_failure(fail_type: Any, fail_reason: Any) -> dict[str, Any] | None:
+    """The limit's facts (``limit_type``, ``limit``: None when unsaid) when a compile's metrics
+    record (``fail_type``, ``fail_reason``) is a recompile-limit hit, else None. torch raises
+    ``Unsupported("Dynamo recompile limit exceeded …")`` for it, the type of a graph break, and
+    logs its warning only while ``torch._dynamo`` logs warnings."""
+    text = str(fail_reason or "")
+    if "RecompileLimit" not in str(fail_type or "") and "recompile limit" not in text.lower():
+        return None
+    kind = _LIMIT_TYPE.search(text)
+    return {"limit_type": next((g for g in kind.groups() if g), "recompile_limit") if kind
+            else "recompile_limit", "limit": limit_value_in(text), "function": "", "location": ""}
+
+
+# -- guard failures in plain words -----------------------------------------------------------
+_TENSOR_GUARD = re.compile(r"^tensor '(?P<name>.+?)' (?P<what>[\w ]+?) mismatch\b\.?\s*(?P<rest>.*)$")
+_EXPECTED = re.compile(r"expected (?P<old>.+?), actual (?P<new>.+)$")
+_KEYSET = re.compile(r"DispatchKeySet\((?P<keys>[^)]*)\)")
+_OBJ_ID = re.compile(r"^___check_obj_id\((?P<name>.+?), -?\d+\)")
+_TYPE_ID = re.compile(r"^___check_type_id\((?P<name>.+?), -?\d+\)(?:, type=<class '(?P<type>[^']+)'>)?")
+_DICT_KEY = re.compile(r"^(?P<neg>not )?___dict_contains\((?P<key>'[^']*'|\"[^\"]*\"), (?P<name>.+)\)$")
+_LEN = re.compile(r"^len\((?P<name>.+)\) == (?P<value>\d+)$")
+_IS_NONE = re.compile(r"^(?P<name>[\w.\[\]'\"]+) is (?P<neg>not )?None$")
+_EQUALS = re.compile(r"^(?P<name>[\w.\[\]'\"]+) == (?P<value>.+)$")
+_CLOSURE = re.compile(r"(?P<owner>[\w.\[\]'\"]*?)\.__closure__\[(?P<i>\d+)\]\.cell_contents")
+_MODULE_PART = re.compile(r"\._(?:modules|parameters|buffers)\[['\"]([^'\"]+)['\"]\]")
+_GLOBAL_STATE = {"grad_mode": "grad mode", "deterministic_algorithms": "deterministic algorithms",
+                 "torch_function_enabled": "torch function mode", "default_dtype": "default dtype"}
+
+
+def _guard_name(source: str) -> str:
+    """A guarded object's name for people: ``L['self']._modules['d'].training`` ->
+    ``self.d.training``; ``G['f'].__closure__[1].cell_contents`` -> ``a variable captured by f``."""
+    text = _MODULE_PART.sub(r".\1", input_name(source.lstrip(".")))
+    closure = _CLOSURE.search(text)
+    if closure:
+        owner = closure["owner"] or "a function"
+        return f"a variable captured by {owner}"
+    return text
+
+
+def _tensor_guard(name: str, what: str, rest: str) -> str:
+    """``tensor 'x' <what> mismatch. expected A, actual B`` in plain words."""
+    found = _EXPECTED.search(rest)
+    old, new = (found["old"], found["new"].rstrip(". ")) if found else ("", "")
+    if what == "dispatch key set":
+        before, after = [m["keys"].split(", ") for m in _KEYSET.finditer(rest)][:2] or ([], [])
+        if before and after and before[0] != after[0]:
+            return f"{name}: moved to another device ({before[0]} -> {after[0]})"
+        gone, came = sorted(set(before) - set(after)), sorted(set(after) - set(before))
+        change = " ".join([f"-{k}" for k in gone] + [f"+{k}" for k in came])
+        return f"{name}: tensor mode changed (dispatch keys {change or 'differ'})"
+    if what == "requires_grad":
+        was = "True" if re.search(r"requires_grad=(1|True)", rest) else "False"
+        return f"{name}: requires_grad changed (was {was})"
+    if what in ("dtype", "device") and found:
+        return f"{name}: {what} changed ({old} -> {new})"
+    if what.startswith("stride"):
+        return f"{name}: memory layout changed (strides{' ' + old + ' -> ' + new if found else ''})"
+    return f"{name}: {what} changed" + (f" ({old} -> {new})" if found else "")
+
+
+def _python_value(name: str, value: str) -> str:
+    """A failed ``name == value`` guard: a Python value baked into the graph."""
+    if name.endswith(".training") or name == "training":
+        return f"{name} changed (was {value})"
+    if value in ("True", "False") or re.fullmatch(r"-?\d+", value):
+        return f"a Python int/flag changed: {name} == {value}"
+    if re.fullmatch(r"-?[\d.]+(?:e-?\d+)?|inf|nan", value):
+        return f"a Python float changed: {name} == {value}"
+    if value[:1] in "'\"":
+        return f"a Python string changed: {name} == {value}"
+    return f"{name} changed (was {value})"
+
+
+def guard_text(reason: str) -> str:
+    """The first failed guard of a reason in plain words; torch's own text when the guard is of
+    no known family (the event keeps the verbatim reasons). ``tensor 'x' size mismatch at index 1.
+    expected 3, actual 5`` -> ``x dim 1: 3 -> 5``; ``___check_obj_id(L['x'], 1403…)`` ->
+    ``x: a different object``; ``GLOBAL_STATE changed: grad_mode`` -> ``grad mode changed``."""
+    guard = first_guard(reason)
+    found = size_mismatches(guard)
+    if found:
+        name, dim, old, new = found[0]
+        return f"{name} dim {dim}: {old} -> {new}"
+    m = _TENSOR_GUARD.match(guard)
+    if m:
+        return _tensor_guard(_guard_name(m["name"]), m["what"], m["rest"])
+    if guard.startswith("GLOBAL_STATE changed:"):
+        parts = [p.strip() for p in guard.partition(":")[2].split(",") if p.strip()]
+        words = [_GLOBAL_STATE.get(p) or (f"autocast ({p[9:-9]})" if p.startswith("autocast(")
+                                          and p.endswith(")_enabled") else p) for p in parts]
+        return f"{', '.join(words) or 'global state'} changed"
+    for pattern, say in ((_OBJ_ID, "{name}: a different object"),
+                         (_TYPE_ID, "{name}: a different type"),
+                         (_LEN, "{name}: length changed (was {value})")):
+        m = pattern.match(guard)
+        if m:
+            text = say.format(name=_guard_name(m["name"]), value=m.groupdict().get("value"))
+            return text + (f" (was {m['type']})" if m.groupdict().get("type") else "")
+    m = _DICT_KEY.match(guard)
+    if m:
+        verb = "added" if m["neg"] else "removed"
+        return f"{_guard_name(m['name'])}: key {m['key']} {verb}"
+    m = _IS_NONE.match(guard)
+    if m:
+        return f"{_guard_name(m['name'])}: " + ("now None" if m["neg"] else "was None, now set")
+    m = _EQUALS.match(guard)
+    if m:
+        return _python_value(_guard_name(m["name"]), m["value"].strip())
+    return guard
+
+
+# -- graph breaks ------------------------------------------------------------------------------
+_BREAK_AT = re.compile(r"Graph break in user code at (?P<where>.+?:\d+)")
+_BREAK_REASON = re.compile(r"Graph Break Reason:\s*(?P<reason>.*?)(?:\n\s*User code traceback:|\Z)",
+                           re.S)
+_USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)', re.M)
+# torch's own files: a break "in" them is caused by the user code that called them
+_TORCH_FILE = re.compile(r"[/\\](?:site|dist)-packages[/\\]torch[/\\]|[/\\]torch[/\\](?:_dynamo|"
+                         r"_inductor|_functorch|distributed|nn|fx|utils|autograd|_higher_order_ops)"
+                         r"[/\\]")
+
+
+@dataclass
+class BreakSite:
+    """Where and why Dynamo broke the graph: the user frame (``file:line``, not torch's own
+    code) and torch's reason (its graph-break type first: ``Data-dependent branching``)."""
+
+    where: str
+    reason: str
+    frames: list[str] = field(default_factory=list)  # the user traceback, innermost last
+
+
+def _break_reason(text: str) -> str:
+    """torch's reason without its preamble (``Encountered graph break when attempting to trace
+    CALL: …:``), its type line first, then its explanation line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    while len(lines) > 1 and lines[0].endswith(":") and not lines[0].startswith("Explanation"):
+        lines.pop(0)
+    head = lines[0] if lines else ""
+    explain = next((line for line in lines[1:] if line.startswith("Explanation:")), "")
+    return f"{head} ({explain})" if explain else head
+
+
+def is_torch_file(path: str) -> bool:
+    """Whether ``path`` is torch's own code (a break there was caused by its caller)."""
+    return bool(_TORCH_FILE.search(path))
+
+
+def break_site(payload: Any) -> BreakSite | None:
+    """The ``dynamo_graph_break_reason`` trace payload -> its :class:`BreakSite` (None when the
+    text is not a graph-break report): the innermost user-code frame outside torch."""
+    text = str(payload or "")
+    at = _BREAK_AT.search(text)
+    if at is None:
+        return None
+    reason = _BREAK_REASON.search(text)
+    user = text.partition("User code traceback:")[2].partition("Traceback (most recent call")[0]
+    frames = [f"{m['file']}:{m['line']}" for m in _USER_FRAME.finditer(user)]
+    mine = [f for f in frames if not is_torch_file(f)]
+    where = at["where"] if not is_torch_file(at["where"]) or not mine else mine[-1]
+    return BreakSite(where, _break_reason(reason["reason"]) if reason else "", frames)
+
+
+_BUILTIN = re.compile(r"trace the builtin `(?P<name>[^`]+?)\.?`")
+_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("fsdp", re.compile(r"fsdp|fully_shard", re.I), "FSDP's hooks (marked torch.compiler.disable)"),
+    ("item", re.compile(r"Tensor\.item\(\)|\.item\(\)"), "`.item()`: a tensor's value taken into Python"),
+    ("data_dependent", re.compile(r"[Dd]ata-dependent (?:branching|control flow)|"
+                                  r"[Dd]ata dependent|dynamic control flow"),
+     "a data-dependent branch: Python `if` on a tensor's value"),
+    ("dynamic_output", re.compile(r"[Dd]ynamic shape operator|output shape depends"),
+     "an op whose output shape depends on the data (e.g. nonzero)"),
+    ("builtin", _BUILTIN, "an unsupported builtin"),
+    ("disabled", re.compile(r"torch\.compiler\.disable|_dynamo\.disable|\bdisable\(\)"),
+     "a call to a function marked torch.compiler.disable"),
+    ("skipped", re.compile(r"marked as skipped|[Ss]kipfiles|skip_files"),
+     "a call into code Dynamo does not trace"),
+    ("generator", re.compile(r"[Gg]enerator"), "a generator"),
+)
+
+
+def break_cause(*texts: str) -> tuple[str, str]:
+    """``(key, plain words)`` for what caused a graph break, from its reason and places:
+    ``("item", "`.item()`: …")``, ``("fsdp", "FSDP's hooks …")``, ``("other", <reason>)``."""
+    text = "\n".join(t for t in texts if t)
+    for key, pattern, words in _CAUSES:
+        m = pattern.search(text)
+        if m:
+            if key == "builtin":
+                words = f"an unsupported builtin (`{m['name']}`)"
+            return key, words
+    first = next((t.strip().splitlines()[0] for t in texts if t and t.strip()), "")
+    return "other", first or "no reason recorded"

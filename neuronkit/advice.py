@@ -16,18 +16,24 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
+from .advice_breaks import failure_findings, graph_break_findings, is_graph_break, on_ranks
 from .advice_neuron import kernel_findings, neff_findings
-from .advice_shapes import CALLS_PER_LENGTH, Series, consecutive, graphs_of, graphs_per_rank, groups, \
-    is_generation, limit_value, per_rank, plan, scalar_guards, series
-from ._torch_text import short_reason
+from .advice_shapes import CALLS_PER_LENGTH, MAX_SUGGESTED_BUCKETS, Series, consecutive, graphs_of, \
+    graphs_per_rank, groups, is_generation, limit_value, per_rank, scalar_guards, series
+from ._torch_text import first_guard, short_reason
 from .events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels, neff_seconds,
                      shape_key)
 
-__all__ = ["Advice", "SEVERITIES", "Severity", "diagnose"]
+__all__ = ["Advice", "SEVERITIES", "Severity", "bucket_multiple", "diagnose", "is_graph_break"]
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[str, ...] = ("critical", "warning", "info")
 SHARE_WARNING = 0.20  # compile time above this share of the run is a warning
+# Suggested bucket boundaries are rounded up to these multiples. Neuron: neuronx-cc lays tensors out
+# in 128-row partitions, and round lengths (64, 128, 192, ...) keep few, reusable graph shapes whose
+# NEFFs the compile cache shares between runs and models. CUDA: tensor cores want multiples of 8
+# (fp16) or 16 (bf16, int8); CPU: 16 fp32 lanes in an AVX-512 register. 16 where the device is unknown.
+BUCKET_MULTIPLE = {"neuron": 64, "cuda": 16, "cpu": 16}
 
 @dataclass
 class Advice:
@@ -74,12 +80,14 @@ def _names(group: list[Series]) -> str:
     return head + (f" (with {' and '.join(rest)})" if rest else "")
 
 
-def _shape_findings(function: str, events: list[CompileEvent]) -> list[Advice]:
+def _shape_findings(function: str, events: list[CompileEvent], multiple_of: int,
+                    ranks: list[int]) -> list[Advice]:
     """What varied between the graphs of one function (``function``: its label)."""
     shaped = [e for e in events if e.kind in (*GRAPH_KINDS, "limit_hit")]
     varied = series(shaped)
     graphs = graphs_of(events)
-    generation = is_generation(events[0].function, shaped, varied)
+    generation = (is_generation(events[0].function, shaped, varied)
+                  or any(e.metrics.get("phase") for e in shaped))
     found: list[Advice] = []
     grouped = groups(varied, {i for i, e in enumerate(shaped) if e.kind in GRAPH_KINDS})
     per_token = [g for g in grouped if g[0].role == "cache" and consecutive(g[0].distinct)]
@@ -95,26 +103,51 @@ def _shape_findings(function: str, events: list[CompileEvent]) -> list[Advice]:
         elif role == "batch":
             found.append(_batch_change(function, group, shaped, graphs, generation))
         else:
-            found.append(_buckets(function, group, shaped, graphs))
+            found.append(_buckets(function, group, shaped, graphs, multiple_of,
+                                  _ran_eager(events, ranks)))
     if per_token:
         found.append(_dynamic_cache(function, per_token, graphs))
     found += _python_scalars(function, shaped, graphs)
-    if not found and graphs > 1:
+    # several first compiles under one name are several code objects (nested wrappers of one
+    # method, each compiled once after a graph break): only recompiles say a guard changed
+    if not found and graphs > 1 and any(e.kind == "recompile" for e in events):
         found.append(_same_shapes(function, events, graphs))
     return found
 
 
-def _buckets(function: str, group: list[Series], events: list[CompileEvent],
-             graphs: int) -> Advice:
+def bucket_multiple(events: list[CompileEvent]) -> int:
+    """The multiple suggested buckets are rounded to, for the device the events ran on."""
+    device = next((e.device for e in events if e.device), "")
+    return BUCKET_MULTIPLE.get(device.partition(":")[0], 16)
+
+
+def _plan(seen: list[int], multiple_of: int) -> list[int]:
+    """Bucket boundaries for the lengths a log saw (repeats weigh more), each a multiple of
+    ``multiple_of``, at most MAX_SUGGESTED_BUCKETS; each length assumed to recur CALLS_PER_LENGTH
+    times."""
+    from .shapes import DEFAULT_TOKEN_COST_S, plan_buckets
+
+    plan = plan_buckets(sorted(seen), max_buckets=min(MAX_SUGGESTED_BUCKETS, len(set(seen))),
+                        token_cost_s=DEFAULT_TOKEN_COST_S * CALLS_PER_LENGTH, multiple_of=multiple_of)
+    return [int(b) for b in plan.boundaries]
+
+
+def _buckets(function: str, group: list[Series], events: list[CompileEvent], graphs: int,
+             multiple_of: int, eager: tuple[int, bool]) -> Advice:
     values = group[0].distinct
-    buckets = plan([v for _, v in group[0].values])
-    eager = max(per_rank([e for e in events if e.kind == "limit_hit"]).values(), default=0)
+    buckets = _plan([v for _, v in group[0].values], multiple_of)
+    ran, exact = eager
     title = (f"{function}: {_names(group)} took {len(values)} values ({_span(values)}) "
-             f"-> {_count(graphs, 'graph')}" + (f" + {eager} run eagerly" if eager else ""))
+             f"-> {_count(graphs, 'graph')}"
+             + (f" + {'' if exact else 'at least '}{ran} run eagerly" if ran else ""))
+    rounded = f", rounded up to multiples of {multiple_of}" if multiple_of > 1 else ""
     detail = (f"Every distinct value compiled its own graph of `{function}`: {_listed(values)}. "
               f"On Neuron each graph is a separate neuronx-cc compile (minutes each). "
-              f"Suggested buckets (nk.plan_buckets, each length assumed to recur "
+              f"Suggested buckets (nk.plan_buckets{rounded}, each length assumed to recur "
               f"{CALLS_PER_LENGTH} times): {buckets} -> at most {_count(len(buckets), 'graph')}.")
+    longer = (f"; an input longer than {buckets[-1]} raises instead of compiling a new graph: "
+              f"truncate it (nk.generate(..., truncate='left'), truncation=True in the collator) "
+              f"or add a larger bucket")
     if len(buckets) == 1:
         fix = (f"pad to one length, {buckets[0]}: padding='max_length', max_length={buckets[0]} "
                f"(or nk.FixedLengthCollator(tokenizer, max_length={buckets[0]})) for training, "
@@ -122,11 +155,11 @@ def _buckets(function: str, group: list[Series], events: list[CompileEvent],
     else:
         fix = (f"pad to buckets: nk.generate(..., buckets=nk.Buckets({buckets})) for generation, "
                f"nk.FixedLengthCollator(tokenizer, buckets=nk.Buckets({buckets})) for training "
-               f"(or padding='max_length', max_length={max(values)} for a single graph)")
-    return Advice(title, detail, fix, "warning", {
+               f"(or padding='max_length', max_length={buckets[-1]} for a single graph)")
+    return Advice(title, detail, fix + longer, "warning", {
         "function": function, "input": group[0].name, "dim": group[0].dim, "values": values,
         "distinct": len(values), "min": min(values), "max": max(values), "graphs": graphs,
-        "buckets": buckets})
+        "buckets": buckets, "multiple_of": multiple_of})
 
 
 def _batch_change(function: str, group: list[Series], events: list[CompileEvent],
@@ -229,7 +262,9 @@ def _python_scalars(function: str, events: list[CompileEvent], graphs: int) -> l
 def _same_shapes(function: str, events: list[CompileEvent], graphs: int) -> Advice:
     reasons = [r for e in events if e.kind == "recompile" for r in e.reasons]
     first = short_reason(reasons[0], 120) if reasons else "no reason recorded"
-    nums = {"function": function, "graphs": graphs, "first_reason": first}
+    guard = first_guard(reasons[0]) if reasons else ""
+    nums = {"function": function, "graphs": graphs, "first_reason": first, "guard": guard}
+    first += f" (torch's guard: `{guard}`)" if guard and guard != first else ""
     inputs = {tuple(sorted(e.input_shapes)) for e in events if e.kind in GRAPH_KINDS}
     if len(inputs) > 1:  # one code object called with other arguments: a shared wrapper
         return Advice(
@@ -245,108 +280,57 @@ def _same_shapes(function: str, events: list[CompileEvent], graphs: int) -> Advi
         "attribute in the guard), or pass it as a tensor", "warning", nums)
 
 
-# -- counted per rank: a merged log holds every rank's events ----------------------------------
-def _on_ranks(events: list[CompileEvent], ranks: list[int]) -> tuple[int, str, dict[int, int]]:
-    """The count to quote (the most on one rank), how to say it, and the counts per rank:
-    ``""`` for one rank, ``" on each of 2 ranks"``, or ``" (rank 0: 3, rank 1: 1)"``."""
-    counts = per_rank(events, ranks)
-    n = max(counts.values(), default=0)
-    if len(counts) < 2:
-        return n, "", counts
-    if len(set(counts.values())) == 1:
-        return n, f" on each of {len(counts)} ranks", counts
-    return n, " (" + ", ".join(f"rank {r}: {c}" for r, c in counts.items()) + ")", counts
-
-
 # -- limit hits, failures, graph breaks --------------------------------------------------------
+def _ran_eager(events: list[CompileEvent], ranks: list[int]) -> tuple[int, bool]:
+    """Shapes of one function that ran eager after a limit hit, on the rank with most, and
+    whether that is exact: neuronkit counted them (``eager_fallback``), else only the refused
+    compiles are known (one shape each; later eager calls leave no record)."""
+    eager = [e for e in events if e.kind == "eager_fallback"]
+    if eager:
+        return max(len(_shapes([e for e in eager if e.rank == r])) for r in {e.rank for e in eager}), True
+    hits = [e for e in events if e.kind == "limit_hit"]
+    return max(per_rank(hits, ranks).values(), default=0), False
+
+
 def _limit_hits(function: str, events: list[CompileEvent], ranks: list[int]) -> list[Advice]:
     hits = [e for e in events if e.kind == "limit_hit"]
     if not hits:
         return []
-    n, on, counts = _on_ranks(hits, ranks)
+    n, on, counts = on_ranks(hits, ranks)
     graphs = graphs_per_rank(events)
     limit = limit_value(hits) or graphs
+    # torch refuses once the code holds the limit's graphs: that many, whatever was recorded here
+    # (a wrapper shared by several models or phases, graphs compiled before recording)
+    held = max([graphs, limit, *(e.graph_count for e in hits)])
+    shapes, exact = _ran_eager(events, ranks)
     eager = [e for e in events if e.kind == "eager_fallback"]
-    if eager:  # neuronkit drove the calls: it counted every one that ran eager
-        shapes = graphs + len(_shapes(eager))
-        calls = sum(e.calls for e in eager)
-        ran = f"ran {_count(calls, 'call')} of {_count(len(_shapes(eager)), 'shape')}"
-        needed = f"to {shapes} (its graphs plus the shapes that ran eager)"
-    else:  # later eager calls leave no record: the shapes seen are a lower bound
-        shapes = max(graphs + 1, len(_shapes([e for e in events if e.kind != "failed"])))
-        calls = None
-        ran = f"ran {_count(n, 'new shape')} (at least)"
-        needed = (f"to at least {shapes} (the graphs plus the shape refused; later eager calls "
-                  "leave no record)")
+    calls = max((sum(e.calls for e in eager if e.rank == r) for r in ranks), default=0) \
+        if eager else None
+    need = held + shapes
+    if exact:  # neuronkit drove the calls: it counted every one that ran eager
+        ran = f"ran {_count(calls or 0, 'call')} of {_count(shapes, 'shape')}"
+        needed = f"to {need} (the {held} graphs it held plus the shapes that ran eager)"
+    else:
+        ran = f"ran at least {_count(shapes, 'new shape')}"
+        needed = (f"to at least {need} (the {held} graphs it held plus the shapes refused; later "
+                  "eager calls leave no record)")
+    shared = (f" ({graphs} of them recorded for `{function}`: the others came before recording "
+              "or from functions sharing its code)" if held > graphs else "")
     return [Advice(
         f"{function}: recompile limit hit {_count(n, 'time')}{on}: torch ran it eagerly, "
         "uncompiled",
-        f"After {graphs} graphs torch stopped compiling `{function}` "
+        f"After {held} graphs{shared} torch stopped compiling `{function}` "
         f"(torch._dynamo.config.recompile_limit = {limit}) and {ran} in eager mode without an "
         f"error. On Neuron that is op-by-op execution: far slower, silently.",
         f"remove the shape change (pad to buckets, see the other findings), or raise "
         f"torch._dynamo.config.recompile_limit {needed}",
-        "critical", {"function": function, "limit_hits": n, "graphs": graphs,
-                     "recompile_limit": limit, "shapes_seen": shapes, "eager_calls": calls,
-                     "exact": bool(eager), "per_rank": counts, "events": [e.seq for e in hits]})]
+        "critical", {"function": function, "limit_hits": n, "graphs": graphs, "held": held,
+                     "recompile_limit": limit, "shapes_seen": need, "eager_calls": calls,
+                     "exact": exact, "per_rank": counts, "events": [e.seq for e in hits]})]
 
 
 def _shapes(events: list[CompileEvent]) -> set[str]:
     return {shape_key(e) for e in events}
-
-
-def _why(e: CompileEvent) -> str:
-    """A failed compile's reason: the recorder's, else the first line of torch's message."""
-    dynamo = e.metrics.get("dynamo") if isinstance(e.metrics, dict) else None
-    text = e.reasons[0] if e.reasons else str((dynamo or {}).get("fail_reason") or "")
-    return text.strip().splitlines()[0] if text.strip() else "no reason recorded"
-
-
-def is_graph_break(e: CompileEvent) -> bool:
-    """A failed compile that is a graph break (torch's ``Unsupported``): Dynamo met code it
-    cannot trace and ran the function eagerly. Other failures are errors."""
-    dynamo = e.metrics.get("dynamo") if isinstance(e.metrics, dict) else None
-    return (e.kind == "failed" and isinstance(dynamo, dict)
-            and dynamo.get("fail_type") == "Unsupported")
-
-
-def _failures(function: str, events: list[CompileEvent], ranks: list[int]) -> list[Advice]:
-    failed = [e for e in events if e.kind == "failed" and not is_graph_break(e)]
-    if not failed:
-        return []
-    n, on, counts = _on_ranks(failed, ranks)
-    return [Advice(
-        f"{function}: {_count(n, 'compile')} failed{on}",
-        f"First failure (event #{failed[0].seq}): {short_reason(_why(failed[0]), 160)}.",
-        "read the failure above; run once without torch.compile to check the model, then "
-        "retry with the compile backend's own logs (TORCH_LOGS=+dynamo)", "critical",
-        {"function": function, "failed": n, "per_rank": counts, "events": [e.seq for e in failed]})]
-
-
-def _graph_breaks(events: list[CompileEvent], labels: dict[tuple[str, str], str],
-                  ranks: list[int]) -> list[Advice]:
-    breaks = [e for e in events if is_graph_break(e)]
-    if not breaks:
-        return []
-    n, on, counts = _on_ranks(breaks, ranks)
-    where: dict[str, list[str]] = {}  # reason -> the functions it broke, in order
-    for e in breaks:
-        names = where.setdefault(short_reason(_why(e), 80), [])
-        if labels[e.function, e.location] not in names:
-            names.append(labels[e.function, e.location])
-    functions = [f for names in where.values() for f in names]
-    return [Advice(
-        f"graph breaks: {_count(n, 'function')} ran eagerly{on}",
-        "Dynamo met a call it cannot trace, could not resume after it, and ran the whole "
-        "function eagerly; the code it calls still compiles, as separate graphs, so the model "
-        "runs as several graphs with eager code between them. What broke: "
-        + "; ".join(f"{reason}: {', '.join(names)}" for reason, names in where.items()) + ".",
-        "expected with FSDP: its hooks are marked torch._dynamo.disable ('function marked as "
-        "skipped', `disable`) and break the graph around every layer. Otherwise remove the "
-        "unsupported call from the compiled code or move it out of the compiled function "
-        "(TORCH_LOGS=graph_breaks shows each break)", "warning",
-        {"graph_breaks": n, "per_rank": counts, "functions": functions,
-         "reasons": where, "events": [e.seq for e in breaks]})]
 
 
 def _ranks(events: list[CompileEvent], labels: dict[tuple[str, str], str]) -> list[Advice]:
@@ -395,8 +379,28 @@ def _compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
                   "warning" if high else "info", nums)
 
 
-def diagnose(log: CompileLog | Iterable[CompileEvent]) -> list[Advice]:
-    """Findings for a compile log (or a list of events), most severe first."""
+def _owners(events: list[CompileEvent], labels: dict[tuple[str, str], str]) -> list[str]:
+    """Each event's function label; an ``eager_fallback`` event that names the raw frame of a
+    limit hit (``metrics["frame"]``: a wrapper shared by several models) joins that hit's
+    function, so its calls count where the limit was hit."""
+    hit_of: dict[tuple[int, str, str], str] = {}
+    out = []
+    for e in events:
+        label = labels[e.function, e.location]
+        frame = e.metrics.get("frame") if isinstance(e.metrics, dict) else None
+        if e.kind == "limit_hit" and isinstance(frame, dict):
+            hit_of[e.rank, str(frame.get("name")), str(frame.get("location"))] = label
+        elif e.kind == "eager_fallback":
+            label = hit_of.get((e.rank, e.function, e.location), label)
+        out.append(label)
+    return out
+
+
+def diagnose(log: CompileLog | Iterable[CompileEvent], *,
+             multiple_of: int | None = None) -> list[Advice]:
+    """Findings for a compile log (or a list of events), most severe first. Suggested buckets
+    are multiples of ``multiple_of``: by default :func:`bucket_multiple` (64 on Neuron, 16
+    elsewhere); pass 1 for the exact lengths seen."""
     events = as_events(log)
     if not events:
         return [Advice("no compile events", "Nothing was compiled while recording: either no "
@@ -404,13 +408,14 @@ def diagnose(log: CompileLog | Iterable[CompileEvent]) -> list[Advice]:
                        "", "info", {"events": 0})]
     labels = function_labels(events)
     by_function: dict[str, list[CompileEvent]] = defaultdict(list)
-    for e in events:
-        by_function[labels[e.function, e.location]].append(e)
+    for e, label in zip(events, _owners(events, labels), strict=True):
+        by_function[label].append(e)
     ranks = sorted({e.rank for e in events})
-    found = _graph_breaks(events, labels, ranks)
+    multiple = bucket_multiple(events) if multiple_of is None else multiple_of
+    found = graph_break_findings(events, labels, ranks)
     for function, evs in by_function.items():
-        found += (_limit_hits(function, evs, ranks) + _failures(function, evs, ranks)
-                  + _shape_findings(function, evs))
+        found += (_limit_hits(function, evs, ranks) + failure_findings(function, evs, ranks)
+                  + _shape_findings(function, evs, multiple, ranks))
     found += _ranks(events, labels) + neff_findings(events) + kernel_findings(events)
     graphs = {f: graphs_per_rank(evs) for f, evs in by_function.items()}
     if not found and all(n <= 1 for n in graphs.values()):

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from itertools import chain
+from operator import attrgetter, itemgetter, methodcaller
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from ._torch_text import CACHE_NAME, input_name, limit_value_in, scalar_guard, size_mismatches
-from .events import GRAPH_KINDS, CompileEvent, graphs, shape_key
+from .events import GRAPH_KINDS, CompileEvent, shape_key
 
 __all__ = ["CALLS_PER_LENGTH", "Series", "consecutive", "graphs_of", "graphs_per_rank", "groups",
            "is_generation", "limit_value", "per_rank", "plan", "scalar_guards", "series"]
@@ -25,7 +27,8 @@ def graphs_per_rank(events: list[CompileEvent]) -> int:
     """Graphs of one function: the most on any rank (a merged log repeats them once per rank)."""
     counts: dict[int, int] = defaultdict(int)
     for e in events:
-        counts[e.rank] += graphs([e])
+        if e.kind in GRAPH_KINDS:
+            counts[e.rank] += 1
     return max(counts.values(), default=0)
 
 
@@ -67,7 +70,7 @@ class Series:
 
     @property
     def distinct(self) -> list[int]:
-        return sorted({v for _, v in self.values})
+        return sorted(set(map(itemgetter(1), self.values)))
 
     @property
     def role(self) -> str:
@@ -81,16 +84,33 @@ class Series:
 def series(events: list[CompileEvent]) -> dict[tuple[str, int], Series]:
     """Input dimensions from the recorded shapes, completed from the guard-failure reasons."""
     out: dict[tuple[str, int], Series] = {}
+    columns: dict[str, list[Series | None]] = {}  # raw source -> its Series per dim, once seen
     for i, e in enumerate(events):
         for raw, dims in (e.input_shapes or {}).items():
-            for d, v in enumerate(dims or []):
+            if not dims:
+                continue
+            column = columns.get(raw)
+            if column is None:
+                column = columns[raw] = []
+            if len(column) < len(dims):
+                column += [None] * (len(dims) - len(column))
+            for d, v in enumerate(dims):
                 if isinstance(v, int):
-                    name = input_name(raw)
-                    out.setdefault((name, d), Series(name, d, len(dims))).values.append((i, v))
+                    found = column[d]
+                    if found is None:
+                        name = input_name(raw)
+                        found = column[d] = out.setdefault((name, d), Series(name, d, len(dims)))
+                    found.values.append((i, v))
     from_reasons: dict[tuple[str, int], Series] = {}
+    parsed: dict[str, list[tuple[str, int, int, int]]] = {}  # a merged log repeats each reason
     for i, e in enumerate(events):
         for reason in e.reasons:
-            for name, dim, expected, actual in size_mismatches(reason):
+            if "size mismatch" not in reason:  # what size_mismatches() looks for
+                continue
+            mismatches = parsed.get(reason)
+            if mismatches is None:
+                mismatches = parsed[reason] = size_mismatches(reason)
+            for name, dim, expected, actual in mismatches:
                 key = (name, dim)
                 if key in out:
                     continue
@@ -111,7 +131,7 @@ def groups(found: dict[tuple[str, int], Series], graph_at: set[int]) -> list[lis
     grouped: dict[tuple[bool, tuple], list[Series]] = {}
     for s in found.values():
         if len(s.distinct) > 1:
-            together = tuple((i, v) for i, v in s.values if i in graph_at or i < 0)
+            together = tuple([(i, v) for i, v in s.values if i in graph_at or i < 0])
             grouped.setdefault((s.role == "batch", together), []).append(s)
     # a cache tensor leads its group: the masks sized to the cache follow it
     return [sorted(g, key=lambda s: s.role != "cache") for g in grouped.values()]
@@ -120,8 +140,9 @@ def groups(found: dict[tuple[str, int], Series], graph_at: set[int]) -> list[lis
 def is_generation(function: str, events: list[CompileEvent],
                   found: dict[tuple[str, int], Series]) -> bool:
     """Whether the events come from ``generate()``: a decoding wrapper or a KV cache."""
-    text = " ".join(r for e in events for r in e.reasons)
-    return (function == "wrapper" or "past_key_values" in text
+    reasons = chain.from_iterable(map(attrgetter("reasons"), events))
+    return (function == "wrapper" or any(map(methodcaller("__contains__", "past_key_values"),
+                                             reasons))
             or any(CACHE_NAME.search(n) or "cache_position" in n for n, _ in found))
 
 
@@ -130,7 +151,8 @@ def scalar_guards(events: list[CompileEvent]) -> dict[str, list[int]]:
     first reason of each event: the guard of the graph used last)."""
     found: dict[str, list[int]] = defaultdict(list)
     for e in events:
-        guard = scalar_guard(e.reasons[0]) if e.reasons else None
+        # a scalar guard reads "name == <int>": a reason without " == " has none
+        guard = scalar_guard(e.reasons[0]) if e.reasons and " == " in e.reasons[0] else None
         if guard:
             found[guard[0]].append(guard[1])
     return dict(found)

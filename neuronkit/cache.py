@@ -8,11 +8,16 @@
   compiled graph), ``model.done`` (success marker), ``model.log`` and ``*.lock`` files while a
   compile runs. A failed entry blocks recompiling that graph until it is removed, so the failed
   ones are listed by path.
+
+Symbolic links in either layout are never followed (one may lead out of the cache, or back into
+it): here a linked ``neuronxcc-*`` / ``MODULE_*`` folder, or a linked file or folder inside an
+entry, is left out of the counts and named in a note.
 """
 from __future__ import annotations
 
 import os
 import shlex
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,21 +185,45 @@ def default_cache_dir() -> tuple[Path, str]:
     return Path(DEFAULT_CACHE_DIR), "the Neuron default"
 
 
-def _entry(path: Path, version: str) -> CacheEntry:
-    size, mtime = 0, path.stat().st_mtime
+def _subfolders(folder: Path, prefix: str, links: list[Path]) -> list[Path]:
+    """The real sub-folders of ``folder`` whose names start with ``prefix``; links are never
+    followed (one may point out of the cache, or back into it): they go to ``links``."""
+    found = []
+    with os.scandir(folder) as it:
+        for item in it:
+            if not item.name.startswith(prefix):
+                continue
+            if item.is_symlink():
+                links.append(Path(item.path))
+            elif item.is_dir(follow_symlinks=False):
+                found.append(Path(item.path))
+    return sorted(found)
+
+
+def _entry(path: Path, version: str, links: list[Path]) -> CacheEntry:
+    """One entry, from the real files below ``path``; links (to files or folders) are neither
+    followed nor counted, only added to ``links``."""
+    size, mtime = 0, path.lstat().st_mtime
     names: set[str] = set()     # file names at any depth, for the state checks below
     neff = False                # a non-empty model.neff somewhere in the entry
-    for f in path.rglob("*"):
-        try:  # a running compile may remove a lock file while we look
-            if not f.is_file():
+    for dirpath, dirs, files in os.walk(path, followlinks=False):
+        folder = Path(dirpath)
+        links += [folder / d for d in sorted(dirs) if (folder / d).is_symlink()]
+        for name in sorted(files):
+            f = folder / name
+            try:  # a running compile may remove a lock file while we look
+                st = f.lstat()
+            except FileNotFoundError:
                 continue
-            st = f.stat()
-        except FileNotFoundError:
-            continue
-        size += st.st_size      # every file counts, even nested ones sharing a name
-        mtime = max(mtime, st.st_mtime)
-        names.add(f.name)
-        neff = neff or (f.name == "model.neff" and st.st_size > 0)
+            if stat.S_ISLNK(st.st_mode):
+                links.append(f)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            size += st.st_size  # every file counts, even nested ones sharing a name
+            mtime = max(mtime, st.st_mtime)
+            names.add(name)
+            neff = neff or (name == "model.neff" and st.st_size > 0)
     error = ""
     if any(n.endswith(".lock") for n in names):
         state = "locked"
@@ -209,13 +238,28 @@ def _entry(path: Path, version: str) -> CacheEntry:
 
 
 def _last_error(log: Path) -> str:
+    """The last error-looking line of ``log``; "" when it is missing, not a regular file, or a
+    link (never read through: it could point anywhere)."""
     try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        fd = os.open(log, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        text = f.read().decode(errors="replace")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if "error" in ln.lower()]
     line = (errors or lines or [""])[-1]
     return line if len(line) <= 120 else line[:117] + "..."
+
+
+def _links_note(links: list[Path]) -> str:
+    n = len(links)
+    what = "1 symbolic link in the cache was" if n == 1 else \
+        f"{n} symbolic links in the cache were"
+    return (f"{what} not followed (a link can lead out of the cache or back into it; neither its "
+            f"target nor what lies behind it is counted), e.g. {printable(links[0])}")
 
 
 def _package_layout() -> tuple[str, str] | None:
@@ -327,12 +371,15 @@ def inspect_cache(path: str | os.PathLike | None = None, *,
     if chosen == "native":
         report.native = scan_native(root)
         return report
+    links: list[Path] = []
     try:
         versions = [root] if root.name.startswith("neuronxcc-") else \
-            sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("neuronxcc-"))
-        report.entries = [_entry(module, vdir.name.removeprefix("neuronxcc-"))
-                          for vdir in versions for module in sorted(vdir.iterdir())
-                          if module.is_dir() and module.name.startswith("MODULE_")]
+            _subfolders(root, "neuronxcc-", links)
+        report.entries = [_entry(module, vdir.name.removeprefix("neuronxcc-"), links)
+                          for vdir in versions
+                          for module in _subfolders(vdir, "MODULE_", links)]
+        if links:
+            report.notes.append(_links_note(links))
     except PermissionError as exc:
         raise ValueError(f"cannot read the compile cache {printable(root)}: {exc.strerror} "
                          f"({printable(exc.filename)}); run as the user who compiled, or pass a "

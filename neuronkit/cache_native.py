@@ -12,10 +12,13 @@ One folder (``TORCH_NEURONX_NEFF_CACHE_DIR``, default ``/tmp/neff_cache``) holds
 ``<local>`` is ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR`` (default ``/tmp/local_cache``). Locks are
 ``flock`` files left behind after use; a waiter breaks one after
 ``TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT`` seconds (default 1200). Only the files named above are
-ever removed here, and only when no compile can be using them.
+ever removed here, and only when no compile can be using them. Links are never followed: a
+linked file or folder (which could lead out of the cache, or back into it) is neither counted nor
+removed, and nothing is removed through one.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -237,6 +240,49 @@ def _lstat(path: Path) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None  # never follows or counts a link
 
 
+def _beneath(base: Path, path: Path) -> os.stat_result | None:
+    """``path``'s stat if it is a regular file reached from ``base`` through real folders only;
+    None if it is missing, not a regular file, or any folder on the way is a link (which could
+    lead out of the cache or lock folder). ``base`` itself may be a link: the user named it."""
+    try:
+        rel = path.relative_to(base).parts
+    except ValueError:
+        return None
+    folder = base
+    for part in rel[:-1]:
+        folder = folder / part
+        try:
+            if not stat.S_ISDIR(folder.lstat().st_mode):
+                return None
+        except OSError:
+            return None
+    return _lstat(path) if rel else None
+
+
+def _unlink_beneath(base: Path, path: Path) -> None:
+    """Remove the regular file ``path`` below ``base`` without following any link on the way:
+    each folder is opened relative to the one above with ``O_NOFOLLOW``, so a folder swapped
+    for a link after the checks raises instead of leading elsewhere."""
+    rel = path.relative_to(base).parts
+    if os.unlink not in os.supports_dir_fd or not hasattr(os, "O_NOFOLLOW"):  # pragma: no cover
+        if _beneath(base, path) is None:
+            raise OSError(errno.ELOOP, "not a regular file below the cache folder", str(path))
+        path.unlink()
+        return
+    directory = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    fd = os.open(base, directory)
+    try:
+        for part in rel[:-1]:
+            below = os.open(part, directory | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        if not stat.S_ISREG(os.stat(rel[-1], dir_fd=fd, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, "not a regular file", str(path))
+        os.unlink(rel[-1], dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 def _classify(root: Path, rel: tuple[str, ...], st: os.stat_result) -> tuple[str, CacheFile]:
     """("neff" | "temp" | "other", file) for a regular file at ``root/rel``."""
     path = root.joinpath(*rel)
@@ -285,7 +331,7 @@ def _scan_locks(local_dir: Path, timeout_s: int, now: float) -> list[LockFile]:
         pass  # no local folder yet, or not ours to read
     locks = []
     for path, kind, key in sorted(found):
-        st = _lstat(path)
+        st = _beneath(local_dir, path)  # a linked locks/ or <h>/ folder is never followed
         if st is None:
             continue
         age = now - st.st_mtime
@@ -389,19 +435,20 @@ def _holding(lock: Path | None) -> Iterator[bool]:
             os.close(fd)
 
 
-def _remove(what: str, path: Path, lock: Path | None, still: Callable[[Path], bool],
-            dry_run: bool) -> PruneItem:
-    """Remove ``path`` if ``still(path)`` holds, checked again while holding ``lock``."""
+def _remove(what: str, base: Path, path: Path, lock: Path | None,
+            still: Callable[[Path, Path], bool], dry_run: bool) -> PruneItem:
+    """Remove ``path`` (below ``base``) if ``still(base, path)`` holds, checked again while
+    holding ``lock``; never through a link."""
     if dry_run:
-        return PruneItem(what, path, "would remove" if still(path) else
+        return PruneItem(what, path, "would remove" if still(base, path) else
                          "kept: changed since the scan")
     with _holding(lock) as free:
         if not free:
             return PruneItem(what, path, "kept: locked by a running compile")
-        if not still(path):
+        if not still(base, path):
             return PruneItem(what, path, "kept: changed since the scan")
         try:
-            path.unlink()
+            _unlink_beneath(base, path)
         except OSError as exc:
             return PruneItem(what, path, f"failed: {exc.strerror}")
     return PruneItem(what, path, "removed")
@@ -415,20 +462,21 @@ def prune_native(root: Path, cache: NativeCache, *, dry_run: bool = True) -> Pru
     is removed may compile that graph once more; the NEFF is the same."""
     result = PruneResult(root, cache.local_dir, dry_run)
 
-    def old(path: Path) -> bool:
-        st = _lstat(path)
+    def old(base: Path, path: Path) -> bool:
+        st = _beneath(base, path)
         return st is not None and time.time() - st.st_mtime > cache.timeout_s
 
-    def empty(path: Path) -> bool:
-        st = _lstat(path)
+    def empty(base: Path, path: Path) -> bool:
+        st = _beneath(base, path)
         return st is not None and st.st_size == 0
 
     for f in cache.leftovers:
-        result.items.append(_remove("temp leftover", f.path, f.lock_path(cache.local_dir), old,
-                                    dry_run))
+        result.items.append(_remove("temp leftover", root, f.path,
+                                    f.lock_path(cache.local_dir), old, dry_run))
     for f in cache.zero_size:
-        result.items.append(_remove("zero-size NEFF", f.path, f.lock_path(cache.local_dir),
-                                    empty, dry_run))
+        result.items.append(_remove("zero-size NEFF", root, f.path,
+                                    f.lock_path(cache.local_dir), empty, dry_run))
     for lk in cache.stale_locks:
-        result.items.append(_remove("stale lock", lk.path, lk.path, old, dry_run))
+        result.items.append(_remove("stale lock", cache.local_dir, lk.path, lk.path, old,
+                                    dry_run))
     return result

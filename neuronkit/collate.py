@@ -23,7 +23,8 @@ class FixedLengthCollator:
 
     Examples are dicts with ``input_ids`` (optionally ``labels``), dicts with ``text``, or strings
     (tokenized here). Labels are the input ids with -100 on padding. An example longer than the
-    limit raises unless ``truncation=True``, which cuts it to the limit.
+    limit raises unless ``truncation=True``, which keeps its first ``limit`` tokens (the end is
+    dropped) and the same positions of its given ``labels``, so they stay aligned.
     """
 
     def __init__(self, tokenizer: Any, max_length: int | None = None,
@@ -83,7 +84,7 @@ class FixedLengthCollator:
                         f"the largest bucket ({self.limit}) of {self.buckets!r}"
                     raise ValueError(
                         f"example {i} has {len(ids)} tokens, longer than {what}. Shorten it, raise "
-                        f"the limit, or pass truncation=True to cut it to {self.limit} tokens.")
+                        f"the limit, or pass truncation=True to keep its first {self.limit} tokens.")
                 ids = ids[:self.limit]
                 labels = labels[:self.limit] if labels is not None else None
             rows.append((ids, labels if labels is not None else list(ids)))

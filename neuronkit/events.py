@@ -10,11 +10,18 @@ Each event is written and flushed as it happens, so a crash loses nothing record
 known later (the NEFF build of a graph on Neuron finishes after Dynamo's compile returns) arrives
 as an update line naming the event's ``seq``; a crash before it loses only that value. Version 1
 logs (no update lines, no Neuron fields) load unchanged.
+
+A log file is untrusted input: :meth:`CompileLog.load` checks every line against the schema
+(``REQUIRED`` fields, each field's type, ``kind`` in ``KINDS``, counts >= 0, finite seconds) and
+skips what fails with one warning per file, keeping every good line.
 """
 from __future__ import annotations
 
 import dataclasses
+import gc
+import itertools
 import json
+import math
 import os
 import threading
 import warnings
@@ -24,7 +31,8 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 __all__ = ["CompileEvent", "CompileLog", "EventKind", "FORMAT", "FORMAT_VERSION", "GRAPH_KINDS",
-           "KINDS", "NEFF_CACHE_STATES", "UPDATABLE", "LogFormatError", "as_events",
+           "KINDS", "NEFF_CACHE_STATES", "REQUIRED", "UPDATABLE", "LogFolderError",
+           "LogFormatError", "as_events",
            "compile_seconds", "function_labels", "graphs", "neff_seconds", "shape_key",
            "short_label", "total_seconds"]
 
@@ -39,12 +47,20 @@ GRAPH_KINDS: tuple[str, ...] = ("first", "recompile")  # the kinds that build a 
 # where a graph's NEFF came from on Neuron: built by neuronx-cc, the disk cache, the in-memory cache
 NEFF_CACHE_STATES: tuple[str, ...] = ("compiled", "disk_hit", "memory_hit")
 UPDATABLE: tuple[str, ...] = ("neff_compile_s", "neff_cache")  # fields an update line may set
+# what an event line must name to be an event (a ``{}`` line once became a graph at t=0); the
+# other fields take their defaults, as in version 1 lines written without the newer ones
+REQUIRED: tuple[str, ...] = ("seq", "function")
+
 
 class LogFormatError(ValueError):
     """The file is not a neuronkit compile log, or was written by a newer neuronkit."""
 
 
-@dataclass
+class LogFolderError(IsADirectoryError, LogFormatError):
+    """A folder was given where a compile log file belongs."""
+
+
+@dataclass(slots=True)
 class CompileEvent:
     """One Dynamo compile (or a refused one: ``limit_hit``) seen by the recorder, or calls torch
     ran uncompiled after a limit hit (``eager_fallback``: ``calls`` of them, counted by the
@@ -93,8 +109,19 @@ class CompileEvent:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CompileEvent":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """An event from a dict, unknown keys ignored (no checks: :meth:`CompileLog.load` checks)."""
+        if len(data) == len(_FIELDS) and data.keys() == _FIELD_SET:  # what to_dict() wrote
+            return cls(*map(data.__getitem__, _FIELDS))  # positional: no keyword matching
+        return cls(**{k: v for k, v in data.items() if k in _FIELD_SET})
+
+
+_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CompileEvent))
+_FIELD_SET = frozenset(_FIELDS)
+
+
+def _row(event: CompileEvent) -> dict[str, Any]:
+    """An event as the dict of its fields, uncopied (to write it; ``to_dict`` copies deeply)."""
+    return {name: getattr(event, name) for name in _FIELDS}
 
 
 def graphs(events: Iterable[CompileEvent]) -> int:
@@ -118,9 +145,20 @@ def total_seconds(events: Iterable[CompileEvent]) -> float:
     return sum(e.total_s for e in events)
 
 
+_SHAPE_KEYS: dict[str, str] = {}  # repr(input_shapes) -> its key: logs repeat a few shapes
+
+
 def shape_key(event: CompileEvent) -> str:
-    """A hashable key of an event's input shapes (equal shapes, equal keys)."""
-    return json.dumps(event.input_shapes, sort_keys=True)
+    """A hashable key of an event's input shapes (equal shapes, equal keys): sorted JSON."""
+    shapes = event.input_shapes
+    seen = repr(shapes)  # equal reprs, equal JSON; far cheaper than json.dumps
+    key = _SHAPE_KEYS.get(seen)
+    if key is None:
+        key = json.dumps(shapes, sort_keys=True)
+        if len(_SHAPE_KEYS) >= 16384:
+            _SHAPE_KEYS.clear()
+        _SHAPE_KEYS[seen] = key
+    return key
 
 
 def as_events(log_or_events: "CompileLog | Iterable[CompileEvent]") -> list[CompileEvent]:
@@ -163,6 +201,273 @@ def short_label(label: str, width: int) -> str:
     return name + sep + where
 
 
+# -- reading a log file: every line checked, bad ones skipped and named ------------------------
+_NUMBER = (int, float)
+_TYPES: dict[str, tuple[type, ...]] = {  # the JSON types of each field (bool is not an int here)
+    "seq": (int,), "compile_id": (str,), "function": (str,), "location": (str,), "backend": (str,),
+    "device": (str,), "started_at": _NUMBER, "duration_s": _NUMBER, "input_shapes": (dict,),
+    "changed": (str,), "reasons": (list,), "kind": (str,), "graph_count": (int,), "rank": (int,),
+    "context": (str,), "metrics": (dict,), "calls": (int,), "neff_compile_s": (int, float, type(None)),
+    "neff_cache": (str, type(None)), "kernels": (int,), "ops": (dict,), "forecast": (bool,)}
+_WORDS = {(int,): "an integer", _NUMBER: "a number", (str,): "a string", (dict,): "an object",
+          (list,): "a list", (bool,): "true or false", (int, float, type(None)): "a number or null",
+          (str, type(None)): "a string or null"}
+_COUNTS = ("seq", "graph_count", "rank", "calls", "kernels")  # integers >= 0
+_KIND_SET = frozenset(KINDS)
+_CACHE_SET = frozenset(NEFF_CACHE_STATES)
+_EMPTY: dict[str, Any] = {}
+_DIM_TYPES = frozenset((int, str))
+_STR_TYPE = frozenset((str,))
+_LIST_TYPE = frozenset((list,))
+_INF = math.inf
+_SHOWN = 10  # bad lines named in the warning; the rest are counted
+_CHUNK = 2000  # lines parsed together
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _seconds_problem(name: str, value: Any, nullable: bool = False) -> str | None:
+    if (value is None and nullable) or 0 <= value < _INF:
+        return None
+    return f"{name}: expected seconds (a finite number >= 0), got {_show(value)}"
+
+
+def _event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
+    """What is wrong with an event line, or None. ``checked``: the (keys, types) signatures seen
+    well typed, so the usual line costs one set lookup and one expression; a line that fails
+    them is looked at field by field (:func:`_explain`) to name what is wrong."""
+    signature = (tuple(data), tuple(map(type, data.values())))
+    if signature not in checked:
+        problem = _explain(data)
+        if problem is None and len(checked) < 512:  # untrusted input: the table stays small
+            checked.add(signature)
+        return problem
+    get = data.get
+    neff, cache = get("neff_compile_s"), get("neff_cache")
+    dims = get("input_shapes", _EMPTY).values()
+    if (get("kind", "first") in _KIND_SET and data["seq"] >= 0 and get("rank", 0) >= 0
+            and get("graph_count", 0) >= 0 and get("calls", 0) >= 0 and get("kernels", 0) >= 0
+            and -_INF < get("started_at", 0) < _INF and 0 <= get("duration_s", 0) < _INF
+            and (neff is None or 0 <= neff < _INF) and (cache is None or cache in _CACHE_SET)
+            and _LIST_TYPE.issuperset(map(type, dims))
+            and _DIM_TYPES.issuperset(map(type, itertools.chain.from_iterable(dims)))
+            and _STR_TYPE.issuperset(map(type, get("reasons", ())))
+            and (not get("ops") or all(type(n) is int and n >= 0 for n in data["ops"].values()))):
+        return None
+    return _explain(data)
+
+
+def _explain(data: dict[str, Any]) -> str | None:
+    """The first thing wrong with an event line, field by field (None: nothing)."""
+    missing = [name for name in REQUIRED if name not in data]
+    if missing:
+        return "missing " + ", ".join(missing)
+    for name, value in data.items():
+        allowed = _TYPES.get(name)
+        if allowed is not None and type(value) not in allowed:
+            return f"{name}: expected {_WORDS[allowed]}, got {_show(value)}"
+    if data.get("kind", "first") not in _KIND_SET:
+        return f"kind: expected one of {', '.join(KINDS)}, got {_show(data['kind'])}"
+    for name in _COUNTS:
+        if data.get(name, 0) < 0:
+            return f"{name}: expected an integer >= 0, got {data[name]!r}"
+    if not -_INF < data.get("started_at", 0) < _INF:
+        return f"started_at: expected a finite time, got {data['started_at']!r}"
+    problem = (_seconds_problem("duration_s", data.get("duration_s", 0))
+               or _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True))
+    if problem:
+        return problem
+    cache = data.get("neff_cache")
+    if cache is not None and cache not in _CACHE_SET:
+        return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {_show(cache)}"
+    for name, dims in data.get("input_shapes", {}).items():
+        if type(dims) is not list or not _DIM_TYPES.issuperset(map(type, dims)):
+            return f"input_shapes: {name!r} expected a list of sizes, got {_show(dims)}"
+    if not _STR_TYPE.issuperset(map(type, data.get("reasons", ()))):
+        return f"reasons: expected a list of strings, got {_show(data['reasons'])}"
+    for op, n in data.get("ops", {}).items():
+        if type(n) is not int or n < 0:
+            return f"ops: {op!r} expected an integer >= 0, got {_show(n)}"
+    return None
+
+
+def _update_problem(data: dict[str, Any]) -> str | None:
+    seq = data["update"]
+    if type(seq) is not int or seq < 0:
+        return f"update: expected an event's seq (an integer >= 0), got {_show(seq)}"
+    for name in data:
+        if name != "update" and name not in UPDATABLE:
+            return f"{name}: an update line may set only {', '.join(UPDATABLE)}"
+    if type(data.get("neff_compile_s")) not in (int, float, type(None)):
+        return f"neff_compile_s: expected a number or null, got {_show(data['neff_compile_s'])}"
+    cache = data.get("neff_cache")
+    if cache is not None and cache not in _CACHE_SET:
+        return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {_show(cache)}"
+    return _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True)
+
+
+def _wall_problem(value: Any) -> str | None:
+    if type(value) not in _NUMBER:
+        return f"wall_time_s: expected a number, got {_show(value)}"
+    return _seconds_problem("wall_time_s", value)
+
+
+class _Reader:
+    """Reads one log file line by line: the header, events, update and wall-time lines; keeps
+    the good lines and notes the bad ones for one warning."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.events: list[CompileEvent] = []
+        self.updates: list[tuple[int, dict[str, Any]]] = []
+        self.wall_time_s: float | None = None
+        self.bad: list[tuple[int, str]] = []
+        self.replaced: list[int] = []  # lines with invalid UTF-8, read with U+FFFD
+        self._checked: set[tuple] = set()
+        self._strings: dict[str, str] = {}  # one copy of each repeated name, place and label
+
+    def _text(self, number: int, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.replaced.append(number)
+            return raw.decode("utf-8", errors="replace")
+
+    def header(self, raw: bytes) -> dict[str, Any]:
+        path = self.path
+        if not raw:
+            raise LogFormatError(f"{path} is empty: not a neuronkit compile log")
+        try:
+            header = json.loads(self._text(1, raw))
+        except json.JSONDecodeError as exc:
+            raise LogFormatError(f"{path} does not start with a neuronkit header line: {exc}") from exc
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise LogFormatError(
+                f"{path} is not a neuronkit compile log (first line has no "
+                f"\"format\": \"{FORMAT}\"); write logs with neuronkit.CompileRecorder(log_path=...)")
+        expected = f"(neuronkit writes \"version\": {FORMAT_VERSION} on the first line)"
+        if "version" not in header:
+            raise LogFormatError(f"{path}: its header line has no \"version\": a damaged header, "
+                                 f"not a log neuronkit can read {expected}")
+        version = header["version"]
+        if type(version) is not int or version < 1:
+            raise LogFormatError(f"{path}: its header names log format version {version!r}, not a "
+                                 f"version number: a damaged header {expected}")
+        if version > FORMAT_VERSION:
+            raise LogFormatError(
+                f"{path} uses log format version {version!r}; this neuronkit reads up to "
+                f"{FORMAT_VERSION}. Upgrade neuronkit (pip install -U neuronkit) to read it.")
+        if "wall_time_s" in header:
+            problem = _wall_problem(header["wall_time_s"])
+            if problem:
+                self.bad.append((1, f"header {problem}"))
+                del header["wall_time_s"]
+            else:
+                self.wall_time_s = header["wall_time_s"]
+        ranks = header.get("ranks", [])
+        if type(ranks) is not list or any(type(r) is not int or r < 0 for r in ranks):
+            self.bad.append((1, f"header ranks: expected a list of ranks, got {_show(ranks)}"))
+            del header["ranks"]
+        return header
+
+    def chunk(self, first: int, raws: list[bytes]) -> None:
+        """Lines ``first``.. at once: one JSON array parse shares the C parser's work and its key
+        strings across the lines. Any doubt (a line that is not one ``{...}`` object, invalid
+        UTF-8, a count that does not match) and the chunk is read line by line instead."""
+        lines = [raw.rstrip() for raw in raws]
+        items: Any = None
+        if all(line[:1] == b"{" and line[-1:] == b"}" for line in lines):
+            try:
+                items = json.loads((b"[" + b",".join(lines) + b"]").decode("utf-8"))
+            except ValueError:  # not JSON, or not UTF-8: the lines say which
+                items = None
+        if (items is None or len(items) != len(lines)
+                or not all(type(data) is dict for data in items)):
+            for number, raw in enumerate(raws, start=first):
+                self.line(number, raw)
+            return
+        for number, data in enumerate(items, start=first):
+            self.item(number, data)
+
+    def line(self, number: int, raw: bytes) -> None:
+        text = self._text(number, raw)
+        if not text or text.isspace():
+            return
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if not raw.endswith(b"\n"):
+                self.bad.append((number, "truncated last line: the writer stopped mid-line"))
+            else:
+                self.bad.append((number, f"not JSON: {exc.msg} at column {exc.colno}"))
+            return
+        if type(data) is not dict:
+            self.bad.append((number, f"expected a JSON object, got {type(data).__name__}"))
+            return
+        self.item(number, data)
+
+    def item(self, number: int, data: dict[str, Any]) -> None:
+        """One line's object: an event, an update or a wall time, kept if it fits the schema."""
+        if "seq" not in data:
+            if "update" in data:
+                problem = _update_problem(data)
+                if problem is None:
+                    self.updates.append((number, data))
+                    return
+            elif "wall_time_s" in data:
+                problem = _wall_problem(data["wall_time_s"])
+                if problem is None:
+                    self.wall_time_s = data["wall_time_s"]
+                    return
+            elif "format" in data:
+                problem = "a second header line: two writers shared this file"
+            else:
+                problem = _event_problem(data, self._checked)
+            self.bad.append((number, problem or "not an event, update or wall-time line"))
+            return
+        problem = _event_problem(data, self._checked)
+        if problem is not None:
+            self.bad.append((number, problem))
+            return
+        strings = self._strings  # one copy of each name, place and label a long log repeats
+        for name in ("function", "location", "backend", "device", "kind", "context"):
+            if name in data:
+                value = data[name]
+                data[name] = strings.setdefault(value, value)
+        self.events.append(CompileEvent.from_dict(data))
+
+    def finish(self) -> float | None:
+        """Apply the update lines, say what was skipped (one warning), return the wall time."""
+        by_seq = {e.seq: e for e in self.events}
+        for number, data in self.updates:
+            target = by_seq.get(data["update"])
+            if target is None:
+                self.bad.append((number, f"updates event {data['update']}, which the log does "
+                                 "not hold"))
+                continue
+            for name in UPDATABLE:
+                if name in data:
+                    setattr(target, name, data[name])
+        notes = []
+        if self.bad:
+            self.bad.sort()
+            shown = ", ".join(f"line {n} ({why})" for n, why in self.bad[:_SHOWN])
+            more = f", and {len(self.bad) - _SHOWN} more" if len(self.bad) > _SHOWN else ""
+            notes.append(f"skipped {len(self.bad)} bad line{'s' if len(self.bad) > 1 else ''}: "
+                         f"{shown}{more}")
+        if self.replaced:
+            lines = ", ".join(str(n) for n in self.replaced[:_SHOWN])
+            more = f" and {len(self.replaced) - _SHOWN} more" if len(self.replaced) > _SHOWN else ""
+            notes.append(f"invalid UTF-8 read as U+FFFD on line {lines}{more}")
+        if notes:
+            warnings.warn(f"{self.path}: " + "; ".join(notes) + f"; kept {len(self.events)} "
+                          "events", stacklevel=3)
+        return self.wall_time_s
+
+
 class CompileLog:
     """An ordered list of compile events, optionally mirrored to a JSONL file."""
 
@@ -174,20 +479,19 @@ class CompileLog:
         self.path: Path | None = Path(path) if path is not None else None
         self.wall_time_s: float | None = self.header.get("wall_time_s")
         self._lock = threading.Lock()
+        self._torn = False  # a write failed, maybe mid-line: the next line starts on a new one
         if self.path is not None:
             self._write_all()
 
     # -- writing -----------------------------------------------------------------
     def append(self, event: CompileEvent) -> CompileEvent:
-        """Add an event (its ``seq`` is set here) and flush it to the file, if any."""
+        """Add an event (its ``seq`` is set here) and flush it to the file, if any. The event is
+        in memory before the write: if the write fails (OSError), it is still in the log."""
         with self._lock:
             event.seq = len(self.events)
             self.events.append(event)
             if self.path is not None:
-                with open(self.path, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(event.to_dict(), default=str) + "\n")
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                self._append_line(json.dumps(_row(event), default=str))
         return event
 
     def update(self, seq: int, **fields: Any) -> CompileEvent:
@@ -197,16 +501,15 @@ class CompileLog:
         if unknown:
             raise ValueError(f"an update may set only {UPDATABLE}, not {unknown}")
         with self._lock:
-            event = next((e for e in self.events if e.seq == seq), None)
+            event = self.events[seq] if 0 <= seq < len(self.events) else None
+            if event is None or event.seq != seq:  # a list built by hand: look for it
+                event = next((e for e in self.events if e.seq == seq), None)
             if event is None:
                 raise KeyError(f"no event with seq {seq} in this log")
             for name, value in fields.items():
                 setattr(event, name, value)
             if self.path is not None:
-                with open(self.path, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"update": seq, **fields}, default=str) + "\n")
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                self._append_line(json.dumps({"update": seq, **fields}, default=str))
         return event
 
     def set_wall_time(self, seconds: float) -> None:
@@ -214,15 +517,34 @@ class CompileLog:
         with self._lock:
             self.wall_time_s = float(seconds)
             if self.path is not None:
-                with open(self.path, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"wall_time_s": self.wall_time_s}) + "\n")
-                    fh.flush()
+                self._append_line(json.dumps({"wall_time_s": self.wall_time_s}), sync=False)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the whole log (header + events) to ``path``; later appends go there too."""
         self.path = Path(path)
         self._write_all()
         return self.path
+
+    def _append_line(self, line: str, sync: bool = True) -> None:
+        """One line at the end of the file, in one write (O_APPEND: never inside another
+        writer's line); a file that went away is written again whole, never without a header."""
+        assert self.path is not None
+        data = (("\n" if self._torn else "") + line + "\n").encode("utf-8")
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_BINARY", 0))
+        except FileNotFoundError:
+            self._write_all()  # deleted (or moved) under us: header + every event, this one too
+            return
+        self._torn = True
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._torn = False
 
     def _write_all(self) -> None:
         assert self.path is not None
@@ -233,66 +555,37 @@ class CompileLog:
         with open(self.path, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(header, default=str) + "\n")
             for event in self.events:
-                fh.write(json.dumps(event.to_dict(), default=str) + "\n")
+                fh.write(json.dumps(_row(event), default=str) + "\n")
             fh.flush()
+        self._torn = False
 
     # -- reading -----------------------------------------------------------------
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "CompileLog":
-        """Read a log; a truncated last line (a crash mid-write) is skipped with a warning."""
+        """Read a log. Lines that fail the schema (not JSON, a wrong type, a missing field, a
+        truncated last line from a crash mid-write) are skipped with one warning naming them."""
         path = Path(path)
+        if path.is_dir():
+            raise LogFolderError(f"{path} is a folder, not a compile log: pass a .jsonl file "
+                                 "(per-rank logs in a folder: nk.merge_logs(folder))")
         if not path.is_file():
             raise FileNotFoundError(f"compile log not found: {path}")
-        lines = path.read_text(encoding="utf-8").splitlines()
-        if not lines:
-            raise LogFormatError(f"{path} is empty: not a neuronkit compile log")
+        reader = _Reader(path)
+        collecting = gc.isenabled()
+        gc.disable()  # a long log is millions of new containers and no cycle: no GC passes
         try:
-            header = json.loads(lines[0])
-        except json.JSONDecodeError as exc:
-            raise LogFormatError(f"{path} does not start with a neuronkit header line: {exc}") from exc
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise LogFormatError(
-                f"{path} is not a neuronkit compile log (first line has no "
-                f"\"format\": \"{FORMAT}\"); write logs with neuronkit.CompileRecorder(log_path=...)")
-        version = header.get("version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise LogFormatError(
-                f"{path} uses log format version {version!r}; this neuronkit reads up to "
-                f"{FORMAT_VERSION}. Upgrade neuronkit (pip install -U neuronkit) to read it.")
-        events: list[CompileEvent] = []
-        updates: list[tuple[int, dict[str, Any]]] = []
-        wall_time_s = header.get("wall_time_s")
-        last = len(lines)
-        for number, line in enumerate(lines[1:], start=2):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-                if not isinstance(data, dict):
-                    raise TypeError(f"expected a JSON object, got {type(data).__name__}")
-                if "seq" not in data and "wall_time_s" in data:
-                    wall_time_s = data["wall_time_s"]
-                    continue
-                if "update" in data and "seq" not in data:
-                    updates.append((number, data))
-                    continue
-                events.append(CompileEvent.from_dict(data))
-            except (json.JSONDecodeError, TypeError, ValueError) as exc:
-                what = "a truncated last line" if number == last else "a damaged line"
-                warnings.warn(f"{path}: skipped {what} ({number}): {exc}", stacklevel=2)
-        by_seq = {e.seq: e for e in events}
-        for number, data in updates:
-            target = by_seq.get(data["update"]) if isinstance(data["update"], int) else None
-            if target is None:
-                warnings.warn(f"{path}: line {number} updates event {data['update']!r}, which the "
-                              "log does not hold; skipped", stacklevel=2)
-                continue
-            for name in UPDATABLE:
-                if name in data:
-                    setattr(target, name, data[name])
-        log = cls(events, header=header)
+            with open(path, "rb") as fh:
+                header = reader.header(fh.readline())
+                number = 2
+                while raws := list(itertools.islice(fh, _CHUNK)):
+                    reader.chunk(number, raws)
+                    number += len(raws)
+        finally:
+            if collecting:
+                gc.enable()
+        log = cls(reader.events, header=header)
         log.path = path
-        log.wall_time_s = wall_time_s
+        log.wall_time_s = reader.finish()
         return log
 
     # -- views -------------------------------------------------------------------
@@ -350,31 +643,42 @@ class CompileLog:
         """
         labels = function_labels(self.events)
         rows: dict[tuple[str, str], dict[str, Any]] = {}
-        events: dict[tuple[str, str], list[CompileEvent]] = defaultdict(list)
+        shapes: dict[tuple[str, str], set[str]] = {}
+        per_rank: dict[tuple[str, str], dict[int, float]] = {}
         for e in self.events:
             key = (e.function, e.location)
-            row = rows.setdefault(key, {"function": labels[key], "location": e.location,
-                                        "graphs": 0, "limit_hits": 0, "failed": 0,
-                                        "eager_calls": 0, "kernels": 0, "compile_s": 0.0,
-                                        "neff_s": 0.0})
-            if e.kind in GRAPH_KINDS:
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = {"function": labels[key], "location": e.location, "graphs": 0,
+                                   "limit_hits": 0, "failed": 0, "graph_breaks": 0,
+                                   "eager_calls": 0, "kernels": 0, "compile_s": 0.0,
+                                   "neff_s": 0.0}
+                shapes[key], per_rank[key] = set(), defaultdict(float)
+            kind = e.kind
+            if kind in GRAPH_KINDS:
                 row["graphs"] += 1
-            elif e.kind == "limit_hit":
+            elif kind == "limit_hit":
                 row["limit_hits"] += 1
-            elif e.kind == "eager_fallback":
+            elif kind == "eager_fallback":
                 row["eager_calls"] += e.calls
-            elif e.kind == "kernels":
+            elif kind == "kernels":
                 row["kernels"] += e.kernels
+            elif kind == "graph_break":
+                row["graph_breaks"] += 1
             else:
                 row["failed"] += 1
             row["compile_s"] += e.duration_s
-            row["neff_s"] += neff_seconds([e])
-            events[key].append(e)
+            if e.neff_compile_s and not e.metrics.get("neff_in_duration"):
+                row["neff_s"] += float(e.neff_compile_s)
+            if kind != "graph_break":  # a resumed break carries no shapes of its own
+                shapes[key].add(shape_key(e))
+            per_rank[key][e.rank] += e.total_s
         for key, row in rows.items():
-            row["distinct_shapes"] = len({shape_key(e) for e in events[key]})
+            row["distinct_shapes"] = len(shapes[key])
             n = row["graphs"] + row["failed"]
             row["mean_s"] = row["compile_s"] / n if n else 0.0
-            row["share_of_wall"] = self.compile_share(events[key])
+            row["share_of_wall"] = (max(per_rank[key].values()) / self.wall_time_s
+                                    if self.wall_time_s else None)
         return list(rows.values())
 
     @classmethod

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -167,6 +168,20 @@ def _positive(value: Any, name: str) -> int:
     return value
 
 
+def _check_recorder(recorder: Any) -> None:
+    """None or a :class:`~neuronkit.CompileRecorder`, else a clear error."""
+    from .recorder import CompileRecorder
+
+    if recorder is None or isinstance(recorder, CompileRecorder):
+        return
+    hint = (f"; to write the events to {recorder!r}, pass "
+            f"recorder=nk.CompileRecorder(log_path={recorder!r})"
+            if isinstance(recorder, (str, os.PathLike)) else "")
+    raise TypeError(f"recorder must be a neuronkit CompileRecorder or None (one is made for the "
+                    f"call), got a {type(recorder).__name__}: {recorder!r:.60}{hint}. E.g. "
+                    "`with nk.CompileRecorder() as rec: nk.generate(..., recorder=rec)`")
+
+
 def _resolve_buckets(buckets: Any, lengths: list[int]) -> Buckets | None:
     if buckets is None:
         return None
@@ -287,6 +302,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
 
     prompts = _check_prompts(prompts)
     max_new_tokens = _positive(max_new_tokens, "max_new_tokens")
+    _check_recorder(recorder)
     if truncate not in (None, "left"):
         raise ValueError(f"truncate must be None or 'left', got {truncate!r}")
     clash = sorted(k for k in MANAGED_KWARGS if k in generate_kwargs)

@@ -35,8 +35,8 @@ PAD, EOS = "<|pad|>", "<|endoftext|>"
 DTYPES = ("bfloat16", "float32", "float16", "auto")
 
 __all__ = ["load_model", "load_tokenizer", "check_placement", "tiny_model", "neuronkit_home",
-           "pad_token_id", "PlacementReport", "ModelNotFoundError", "DeviceMapWarning",
-           "PlacementWarning", "PadTokenWarning"]
+           "pad_token_id", "PlacementReport", "ModelNotFoundError", "CorruptWeightsError",
+           "DeviceMapWarning", "PlacementWarning", "PadTokenWarning"]
 
 
 class DeviceMapWarning(UserWarning):
@@ -270,8 +270,22 @@ def _small_local(source: str, limit_mb: float = 100.0) -> bool:
     return size < limit_mb * 2**20
 
 
+def _a_file(what: str, name: str) -> ModelNotFoundError:
+    """A file was passed where the folder holding config.json (or the tokenizer) belongs."""
+    local = Path(name).expanduser().resolve()
+    marker = "config.json" if what == "model" else "tokenizer_config.json"
+    hint = (f" ({local.parent} holds a {marker}: pass that folder)"
+            if (local.parent / marker).is_file() else "")
+    return ModelNotFoundError(
+        f"cannot load {what} {name!r}: {local} is a file, not a folder{hint}. Fix: pass the "
+        f"folder holding {marker} (the folder save_pretrained wrote), a Hub name, or None for "
+        "the embedded tiny model.")
+
+
 def _not_found(what: str, name: str, exc: Exception) -> ModelNotFoundError:
     local = Path(name).expanduser()
+    if local.is_file():
+        return _a_file(what, name)
     if local.is_dir():
         tried = f"the local folder {local.resolve()} exists but could not be loaded as a {what}"
     else:
@@ -284,21 +298,82 @@ def _not_found(what: str, name: str, exc: Exception) -> ModelNotFoundError:
         "tiny model (nk.tiny_model()).")
 
 
+class CorruptWeightsError(OSError):
+    """A weights file of the model could not be read: truncated, or not a safetensors file."""
+
+
+def _weights_folder(source: str, cache_dir: Any = None) -> Path | None:
+    """The local folder holding ``source``'s weights: the folder itself, or the Hub cache's
+    snapshot of the repository (None when neither is known)."""
+    local = Path(source).expanduser()
+    if local.is_dir():
+        return local
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(source, "config.json", cache_dir=cache_dir)
+    except Exception:  # not a valid repository name, or no cache
+        return None
+    return Path(cached).parent if isinstance(cached, str) else None
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why the safetensors file ``path`` cannot be opened (None: it opens)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            f.keys()
+    except Exception as exc:  # SafetensorError, OSError: whatever keeps it from loading
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _corrupt_weights(exc: Exception, source: str, cache_dir: Any = None
+                     ) -> CorruptWeightsError | None:
+    """A :class:`CorruptWeightsError` naming the weights files that do not open, when reading
+    weights is what failed (safetensors' error names no file); else None."""
+    if type(exc).__name__ != "SafetensorError":
+        return None
+    folder = _weights_folder(source, cache_dir)
+    broken = {} if folder is None else \
+        {f: why for f in sorted(folder.glob("*.safetensors")) if (why := _unreadable(f))}
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if not broken:
+        where = f" in {folder}" if folder is not None else ""
+        return CorruptWeightsError(
+            f"cannot load model {source!r}: a safetensors weights file{where} is corrupt or "
+            f"truncated ({detail}). Fix: save the model again (model.save_pretrained) or, for a "
+            f"Hub model, remove its copy from the Hugging Face cache (`hf cache rm "
+            f"model/{source}`) so that the next load downloads it again.")
+    files = "; ".join(f"{f} ({why.splitlines()[0]})" for f, why in broken.items())
+    hub = not Path(source).expanduser().is_dir()
+    fix = (f"remove the repository from the Hugging Face cache (`hf cache rm model/{source}`) "
+           "and load again to download it afresh" if hub else
+           "write the folder again with model.save_pretrained(...), or copy the file(s) again "
+           "from where they came from (an interrupted download or copy truncates them)")
+    return CorruptWeightsError(
+        f"cannot load model {source!r}: {len(broken)} weights file(s) are corrupt or truncated: "
+        f"{files}. Fix: {fix}.")
+
+
 def _device_map_auto(device: str, strict: bool) -> None:
-    report = detect()
-    if report.neuron_available:
-        msg = ("device_map='auto' does not see Neuron devices (accelerate's memory planner has "
-               "no neuron branch): the whole model would silently stay on CPU. Fix: pass "
-               "device_map='neuron' (or device='neuron'); neuronkit loads it with "
-               f"device_map={device!r} instead.")
-        if strict:
-            raise ValueError(msg)
+    """Warn that ``device_map="auto"`` is replaced by ``device``; with ``strict``, refuse it, on
+    every machine (a script that passes it then fails on the laptop, not later on Trainium)."""
+    if detect().neuron_available:
+        why = ("device_map='auto' does not see Neuron devices (accelerate's memory planner has "
+               "no neuron branch): the whole model would silently stay on CPU")
+        fix = "pass device_map='neuron' (or device='neuron')"
     else:
-        msg = ("device_map='auto' was passed; it cannot place anything on Neuron (none found "
-               f"here, and accelerate would ignore it anyway), so it would mean CPU. neuronkit "
-               f"passes the explicit device_map={device!r}. Fix: drop device_map and use "
-               "device=... instead.")
-    warnings.warn(msg, DeviceMapWarning, stacklevel=3)
+        why = ("device_map='auto' was passed; it cannot place anything on Neuron (none found "
+               "here, and accelerate would ignore it anyway), so it would mean CPU")
+        fix = "drop device_map and use device=... instead"
+    if strict:
+        raise ValueError(f"strict=True refuses device_map='auto': {why}. Fix: {fix}, or drop "
+                         f"strict=True to have neuronkit replace it with device_map={device!r} "
+                         "and warn.")
+    warnings.warn(f"{why}. neuronkit passes the explicit device_map={device!r} instead. Fix: "
+                  f"{fix}.", DeviceMapWarning, stacklevel=3)
 
 
 def load_model(name_or_path: str | os.PathLike | None = None, device: str | None = None,
@@ -309,8 +384,10 @@ def load_model(name_or_path: str | os.PathLike | None = None, device: str | None
     ``name_or_path``: folder or Hub name (None: the embedded tiny model). ``device``: as
     ``resolve_device`` (None: neuron, else cuda, else cpu). ``dtype``: "bfloat16", "float32",
     "float16", "auto" or a torch.dtype. ``strict=True`` raises instead of warning about
-    ``device_map="auto"`` and misplaced parameters. Other keywords go to ``from_pretrained``;
-    with ``distributed_config`` no device_map is passed (transformers places the shards).
+    ``device_map="auto"`` (on every machine, Neuron or not) and misplaced parameters. Other
+    keywords go to ``from_pretrained``; with ``distributed_config`` no device_map is passed
+    (transformers places the shards). A file instead of the model's folder, and a weights file
+    that does not open (:class:`CorruptWeightsError`), raise errors naming the path.
     Returns the model in eval mode.
     """
     from transformers import AutoModelForCausalLM
@@ -342,6 +419,8 @@ def load_model(name_or_path: str | os.PathLike | None = None, device: str | None
     if device_map is not None:
         kw["device_map"] = device_map
     source = _source(name_or_path)
+    if Path(source).expanduser().is_file():
+        raise _a_file("model", source)
     if Path(source).is_dir() and not (Path(source) / "config.json").is_file():
         raise ModelNotFoundError(f"cannot load model {source!r}: the folder exists but has no "
                                  "config.json. Fix: pass the folder model.save_pretrained() wrote")
@@ -350,6 +429,11 @@ def load_model(name_or_path: str | os.PathLike | None = None, device: str | None
             model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kw)
     except OSError as exc:
         raise _not_found("model", source, exc) from exc
+    except Exception as exc:
+        broken = _corrupt_weights(exc, source, kw.get("cache_dir"))
+        if broken is None:
+            raise
+        raise broken from exc
     if target is not None and not distributed:
         report = check_placement(model, target)
         if not report.ok:
@@ -380,6 +464,8 @@ def load_tokenizer(name_or_path: str | os.PathLike | None = None) -> PreTrainedT
     from transformers import AutoTokenizer
 
     source = _source(name_or_path)
+    if Path(source).expanduser().is_file():
+        raise _a_file("tokenizer", source)
     try:
         return AutoTokenizer.from_pretrained(source)
     except OSError as exc:

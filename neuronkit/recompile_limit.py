@@ -167,6 +167,12 @@ def warn_if_no_room(model: Any, planned: int) -> None:
                       RecompileLimitWarning, stacklevel=3)
 
 
+def _raw_location(event: Any) -> str:
+    """Where torch compiled: the raw frame under a readable name (``metrics["frame"]``)."""
+    frame = event.metrics.get("frame") if isinstance(event.metrics, dict) else None
+    return str(frame.get("location", event.location)) if isinstance(frame, dict) else event.location
+
+
 def record_eager_batch(rec: Any, model: Any, seen: int, key: tuple[int, int, int], steps: int,
                        backend: str | None, started_at: float) -> int:
     """Record a batch's decode calls as one ``eager_fallback`` event when torch ran them
@@ -174,7 +180,7 @@ def record_eager_batch(rec: Any, model: Any, seen: int, key: tuple[int, int, int
     ``key``: (rows, bucket, cache length); ``steps``: the decode calls of the batch."""
     code = decode_code(model)
     where = location_of(code)
-    kinds = [e.kind for e in rec.events[seen:] if e.location == where]
+    kinds = [e.kind for e in rec.events[seen:] if _raw_location(e) == where]
     if code is None or steps <= 0 or not LEDGER.ran_eager(model, key, kinds):
         return 0
     rows, bucket, cache_len = key

@@ -8,6 +8,8 @@ build before anything is compiled.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import operator
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -95,10 +97,27 @@ class Buckets:
         return f"Buckets({list(self.boundaries)})"
 
 
+def _costs(compile_cost_s: Any, token_cost_s: Any) -> tuple[float, float]:
+    """Both costs as floats: finite numbers of seconds >= 0, else a clear error."""
+    out = []
+    for name, cost, default in (("compile_cost_s", compile_cost_s, DEFAULT_COMPILE_COST_S),
+                                ("token_cost_s", token_cost_s, DEFAULT_TOKEN_COST_S)):
+        if isinstance(cost, bool) or not isinstance(cost, numbers.Real):
+            raise TypeError(f"{name} must be a number of seconds >= 0, got {cost!r} "
+                            f"({type(cost).__name__}); the default is {default}")
+        if not math.isfinite(cost) or cost < 0:
+            raise ValueError(f"{name} must be a finite number of seconds >= 0, got {cost!r}; "
+                             f"pass a measured or estimated cost (the default is {default}), "
+                             "0 to ignore that side of the trade-off")
+        out.append(float(cost))
+    return out[0], out[1]
+
+
 def plan_cost(lengths: Iterable[int], buckets: Buckets | Sequence[int],
               compile_cost_s: float = DEFAULT_COMPILE_COST_S,
               token_cost_s: float = DEFAULT_TOKEN_COST_S) -> float:
     """What :func:`plan_buckets` minimises: buckets x compile cost + padded tokens x token cost."""
+    compile_cost_s, token_cost_s = _costs(compile_cost_s, token_cost_s)
     buckets = Buckets(buckets)
     return len(buckets) * compile_cost_s + buckets.padding(lengths) * token_cost_s
 
@@ -122,9 +141,7 @@ def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
     step = _as_length(multiple_of, "multiple_of")
     if max_buckets is not None:
         max_buckets = _as_length(max_buckets, "max_buckets")
-    for name, cost in (("compile_cost_s", compile_cost_s), ("token_cost_s", token_cost_s)):
-        if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not cost >= 0:
-            raise ValueError(f"{name} must be a number >= 0, got {cost!r}")
+    compile_cost_s, token_cost_s = _costs(compile_cost_s, token_cost_s)
 
     rounded = Counter(-(-n // step) * step for n in values)   # candidate boundary -> count
     cands = np.array(sorted(rounded), dtype=np.float64)

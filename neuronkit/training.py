@@ -24,7 +24,7 @@ from transformers import TrainerCallback, TrainingArguments
 from ._torch_text import changed_dim
 from .device import detect
 from .events import GRAPH_KINDS, CompileLog, compile_seconds, graphs
-from .recorder import default_rank
+from .recorder import CompileRecorder, default_rank
 
 __all__ = ["CompileEventsCallback", "RecompileWarning",
            "StaticShapeWarning", "check_static_shapes", "compiles_dynamic", "fixed_shape_args",
@@ -85,6 +85,9 @@ def fixed_shape_args(output_dir: str, *, dynamic: bool | None = False, quiet: bo
     accelerate reads when a Trainer is built, so it holds for the Trainers this process builds
     from now on; ``dynamic=None`` restores torch's automatic dynamic shapes.
     """
+    for name in BATCH_SIZES:
+        if name in kwargs:
+            _check_positive(kwargs[name], name)
     report = detect()
     values = {**fixed_shape_defaults(report.device, report.compile_backend,
                                      report.bf16_supported), **kwargs}
@@ -97,6 +100,16 @@ def fixed_shape_args(output_dir: str, *, dynamic: bool | None = False, quiet: bo
     if not quiet and args.torch_compile and default_rank() == 0:
         print(compile_note(report.device, args.torch_compile_backend, dynamic))
     return args
+
+
+BATCH_SIZES = ("per_device_train_batch_size", "per_device_eval_batch_size")
+
+
+def _check_positive(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}: every batch needs at "
+                         f"least one example, and its size is a dim of every graph. Pass e.g. "
+                         f"{name}=8")
 
 
 def compile_note(device: str, backend: str | None, dynamic: bool | None) -> str:
@@ -193,6 +206,12 @@ class CompileEventsCallback(TrainerCallback):
                  warn_after_step: int = 1, quiet: bool = False):
         if recorder is not None and log_path is not None:
             raise ValueError("pass either a recorder or a log_path, not both")
+        if recorder is not None and not isinstance(recorder, CompileRecorder):
+            hint = (f"; to write the events to {recorder!r}, pass log_path={recorder!r} instead"
+                    if isinstance(recorder, (str, os.PathLike)) else "")
+            raise TypeError(f"recorder must be a neuronkit CompileRecorder or None (one is made "
+                            f"and started with training), got a {type(recorder).__name__}: "
+                            f"{recorder!r:.60}{hint}")
         self.recorder = recorder
         self.log_path = log_path
         self.warn_after_step = warn_after_step
@@ -217,8 +236,6 @@ class CompileEventsCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, train_dataloader=None, eval_dataloader=None,
                        **kwargs):
-        from .recorder import CompileRecorder
-
         self.close()                  # a previous train() that raised left its recorder running
         self._fed, self._hit = [], None
         if self.recorder is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import sys
 import time
 import types
@@ -122,6 +123,39 @@ def test_a_file_is_rejected(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(ValueError, match="is a file, not a Neuron compile cache folder"):
         nk.inspect_cache(tmp_path / "f")
+
+
+def test_legacy_module_link_back_to_the_root_is_not_followed(neuron_cache):
+    before = nk.inspect_cache(neuron_cache)
+    loop = neuron_cache / "neuronxcc-2.15.128.0" / "MODULE_loop+d41d8cd9"
+    loop.symlink_to(neuron_cache, target_is_directory=True)
+    report = nk.inspect_cache(neuron_cache)
+    assert [e.path for e in report.entries] == [e.path for e in before.entries]
+    assert report.counts == before.counts and report.total_size == before.total_size
+    assert any("1 symbolic link" in n and "not followed" in n for n in report.notes), report.notes
+    assert f"{loop}" in str(report)
+
+
+def test_legacy_links_out_of_the_cache_are_not_followed_or_read(neuron_cache, tmp_path):
+    outside = tmp_path / "elsewhere"
+    other = write_cache_entry(outside, "ok", size=50_000)             # another cache's entry
+    secret = outside / "secret.txt"
+    secret.write_text("error: the password is hunter2\n")
+    (neuron_cache / "neuronxcc-9.9.9.9").symlink_to(other.parent)      # a version folder link
+    (neuron_cache / "neuronxcc-2.15.128.0" / "MODULE_out+d41d8cd9").symlink_to(other)
+    failed = write_cache_entry(neuron_cache, "failed", version="2.16.0.0")
+    (failed / "model.log").unlink()
+    (failed / "model.log").symlink_to(secret)                          # a log that is a link
+    (failed / "big.neff").symlink_to(other / "model.neff")
+    (failed / "sub").symlink_to(other)                                 # a folder inside an entry
+    report = nk.inspect_cache(neuron_cache)
+    assert "9.9.9.9" not in report.by_version and len(report.entries) == 7
+    [entry] = [e for e in report.entries if e.path == failed]
+    assert (entry.size, entry.error) == (0, "")       # nothing behind the links counted or read
+    assert entry.state == "empty"
+    assert "hunter2" not in str(report) and report.total_size < 50_000
+    note = next(n for n in report.notes if "symbolic link" in n)
+    assert note.startswith("5 symbolic links in the cache were not followed")
 
 
 @pytest.mark.parametrize("flags,expected", [
@@ -342,6 +376,69 @@ def test_links_are_never_followed_or_removed(native, tmp_path):
     assert link in report.native.other
     prune_cache(native.cache_dir, dry_run=False)
     assert link.is_symlink() and target.exists()
+
+
+def _outside(tmp_path, *rel, mtime=0.0):
+    """A file outside every cache folder, old enough to look like a prune target."""
+    path = tmp_path.joinpath("outside", *rel)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_native_lock_folder_links_are_never_followed_or_pruned(native, tmp_path):
+    from neuron_fake import python_key
+
+    victim_py = _outside(tmp_path, "py", "locks", "compile.lock")    # a 2-day-old lock lookalike
+    (native.local_cache_dir / python_key("linked")).symlink_to(victim_py.parent.parent)
+    victim_cpp = _outside(tmp_path, "cpp", f"{nk_key('linked')}.lock")
+    locks = native.local_cache_dir / "locks"
+    for lock in list(locks.iterdir()):
+        lock.rename(tmp_path / "outside" / "cpp" / lock.name)           # the real locks move out,
+    locks.rmdir()
+    locks.symlink_to(tmp_path / "outside" / "cpp")                      # a link takes their place
+    report = nk.inspect_cache(native.cache_dir)
+    paths = {lk.path for lk in report.native.locks}
+    assert paths == {native.local_cache_dir / python_key(f"populate-{i}") / "locks" /
+                     "compile.lock" for i in range(2)}    # only the python locks of real folders
+    result = prune_cache(native.cache_dir, dry_run=False)
+    assert victim_py.exists() and victim_cpp.exists()
+    assert not any("outside" in str(i.path) or i.path.parent == locks for i in result.items)
+
+
+def test_native_shard_links_are_never_followed(native, tmp_path):
+    from neuron_fake import python_key
+
+    key = nk_key("linked shard")
+    zero = _outside(tmp_path, key[2:4], f"{key}.neff")                  # a zero-size NEFF lookalike
+    (native.cache_dir / key[:2]).symlink_to(zero.parent.parent)
+    pkey = python_key("linked")
+    (native.cache_dir / pkey).symlink_to(_outside(tmp_path, "p", f"{pkey}.neff").parent)
+    report = nk.inspect_cache(native.cache_dir).native
+    assert {f.path for f in report.zero_size} == set(native.made["zero"])
+    assert all("outside" not in str(p) for p in report.other)
+    prune_cache(native.cache_dir, dry_run=False)
+    assert zero.exists() and (tmp_path / "outside" / "p" / f"{pkey}.neff").exists()
+
+
+def test_prune_never_deletes_through_a_folder_swapped_for_a_link(native, tmp_path):
+    """A shard or lock folder replaced by a link after the scan: nothing beyond it is removed."""
+    from neuronkit.cache_native import prune_native, scan_native
+
+    scanned = scan_native(native.cache_dir)
+    zero, stale = native.made["zero"][0], native.made["locks"][-1]
+    (tmp_path / "moved").mkdir()
+    for path in (zero, stale):                          # the same names, outside, still prunable
+        twin = _outside(tmp_path, path.parent.name, path.name)
+        shutil.move(path.parent, tmp_path / "moved" / path.parent.name)
+        path.parent.symlink_to(twin.parent)
+    result = prune_native(native.cache_dir, scanned, dry_run=False)
+    outcomes = {i.path: i.outcome for i in result.items}
+    assert outcomes[zero] == outcomes[stale] == "kept: changed since the scan"
+    assert (tmp_path / "outside" / zero.parent.name / zero.name).exists()
+    assert (tmp_path / "outside" / stale.parent.name / stale.name).exists()
+    assert set(result.removed) == set(native.made["tmp"])
 
 
 def test_unknown_files_are_counted_and_left_alone(native):

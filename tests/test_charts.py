@@ -181,3 +181,25 @@ def test_figsize_sizes_new_figures_only():
     fig = charts.graph_growth(make_log(), figsize=(5.0, 2.0))
     assert tuple(fig.get_size_inches()) == (5.0, 2.0)
     assert tuple(charts.timeline(make_log()).get_size_inches()) == (8.0, 3.6)
+
+
+def test_names_from_a_log_are_plain_text_not_maths():
+    from neuronkit.events import CompileEvent as E
+
+    events = [E(function="$\\frac{$", kind="first", started_at=1.0, duration_s=1.0),
+              E(function="evil\x1b[2J\u202e", kind="recompile", started_at=2.0, duration_s=1.0)]
+    for draw in (charts.timeline, charts.graph_growth):
+        fig = draw(events)
+        png = charts.png_bytes(fig)                      # drawing raised ValueError before
+        assert png.startswith(charts.PNG_SIGNATURE)
+        labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert not any("\x1b" in t or "\u202e" in t for t in labels)
+
+
+def test_graph_breaks_have_their_own_mark():
+    from neuronkit.events import CompileEvent as E
+
+    events = [E(function="f", kind="first", started_at=1.0, duration_s=1.0),
+              E(function="f", kind="graph_break", started_at=2.0, duration_s=0.2)]
+    labels = [t.get_text() for t in charts.timeline(events).axes[0].get_legend().get_texts()]
+    assert "graph break (1)" in labels and "failed" not in labels

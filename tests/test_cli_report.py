@@ -1,11 +1,17 @@
-"""`neuronkit report LOG --png F --chrome-trace F` through neuronkit.views.cli.main."""
+"""`neuronkit report LOG... [--limit N] [--json] [--fail-on S] [--png P] [--chrome-trace P]`
+through neuronkit.views.cli.main."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 
+import pytest
+
+from neuronkit.events import CompileEvent, CompileLog
+from neuronkit.views import cli, text
 from neuronkit.views.charts import PNG_SIGNATURE
 from neuronkit.views.cli import main
-from neuronkit.events import CompileEvent, CompileLog
 
 
 def write_log(path) -> CompileLog:
@@ -47,3 +53,153 @@ def test_report_of_a_foreign_file_is_a_clear_error(tmp_path, capsys):
     bad.write_text('{"hello": 1}\n')
     assert main(["report", str(bad)]) == 2
     assert "not a neuronkit compile log" in capsys.readouterr().err
+
+
+# ---- outputs to folders, several logs, --limit, --json, --fail-on, safety ---------------------
+
+def test_png_and_chrome_trace_into_a_folder_use_the_log_stem(tmp_path, capsys):
+    log_path = tmp_path / "rank0.jsonl"
+    write_log(log_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    rc = main(["report", str(log_path), "--png", str(out), "--chrome-trace", str(out)])
+    printed = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in printed.err
+    assert (out / "rank0.timeline.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert json.loads((out / "rank0.trace.json").read_text())["traceEvents"]
+    assert str(out / "rank0.trace.json") in printed.out
+    # a folder not made yet, named with a trailing slash, is made
+    assert main(["report", str(log_path), "--chrome-trace", f"{tmp_path}/new/"]) == 0
+    assert (tmp_path / "new" / "rank0.trace.json").is_file()
+
+
+def test_an_output_that_cannot_be_written_is_a_clear_error(tmp_path, capsys):
+    log_path = tmp_path / "log.jsonl"
+    write_log(log_path)
+    (tmp_path / "file").write_text("x")
+    rc = main(["report", str(log_path), "--chrome-trace", str(tmp_path / "file" / "t.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot write the Chrome trace to" in err and "Traceback" not in err
+    assert main(["report", str(log_path), "--png", str(log_path)]) == 2  # never over the log
+    assert "is a compile log given to read" in capsys.readouterr().err
+
+
+def rank_log(path, rank: int, starts: list[float]) -> CompileLog:
+    log = CompileLog(header={"format": "neuronkit-compile-log", "version": 2, "device": "cpu",
+                             "backend": "eager"}, path=path)
+    for i, t in enumerate(starts):
+        log.append(CompileEvent(function="forward", started_at=t, duration_s=0.5, rank=rank,
+                                kind="first" if i == 0 else "recompile",
+                                input_shapes={"x": [1, 8 * (i + 1)]}, context=f"r{rank} s{i}"))
+    return log
+
+
+def test_several_logs_are_merged_in_start_time_order(tmp_path, capsys):
+    rank_log(tmp_path / "rank0.jsonl", 0, [10.0, 12.0])
+    rank_log(tmp_path / "rank1.jsonl", 1, [11.0, 13.0])
+    assert main(["report", str(tmp_path / "rank0.jsonl"), str(tmp_path / "rank1.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith("4 events, 2.00 s compiling, ranks 0,1")
+    rows = [re.split(r"\s{2,}", ln.strip()) for ln in out.splitlines()[6:10]]
+    assert [(r[-2], r[-1]) for r in rows] == [("r0 s0", "0"), ("r1 s0", "1"), ("r0 s1", "0"),
+                                              ("r1 s1", "1")]
+    # a pattern the shell did not expand is expanded; a log named twice counts once
+    assert main(["report", str(tmp_path / "rank*.jsonl"), str(tmp_path / "rank0.jsonl")]) == 0
+    assert "4 events" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "nothing*.jsonl")]) == 2
+    assert "no compile log matches" in capsys.readouterr().err
+    assert main(["report", str(tmp_path)]) == 2
+    assert "is a folder: name the compile logs in it" in capsys.readouterr().err
+
+
+def test_two_logs_of_the_same_rank_get_a_note(tmp_path, capsys):
+    rank_log(tmp_path / "a.jsonl", 0, [1.0])
+    rank_log(tmp_path / "b.jsonl", 0, [2.0])
+    assert main(["report", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]) == 0
+    assert "both hold rank 0" in capsys.readouterr().err
+
+
+def test_limit_shows_the_most_recent_events(tmp_path, capsys):
+    rank_log(tmp_path / "log.jsonl", 0, [float(i) for i in range(60)])
+    assert cli.DEFAULT_LIMIT == text.DEFAULT_LIMIT
+    assert main(["report", str(tmp_path / "log.jsonl")]) == 0
+    assert "… 10 earlier event(s) not shown: the last 50 of 60" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "log.jsonl"), "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "… 58 earlier event(s) not shown" in out and "r0 s59" in out and "r0 s57" not in out
+    assert main(["report", str(tmp_path / "log.jsonl"), "--limit", "all"]) == 0
+    assert "not shown" not in capsys.readouterr().out
+    for bad in ("-1", "many"):
+        with pytest.raises(SystemExit) as exc:
+            main(["report", str(tmp_path / "log.jsonl"), "--limit", bad])
+        assert exc.value.code == 2
+        assert "--limit: expected a number of events >= 0 or 'all'" in capsys.readouterr().err
+
+
+def test_json_output(tmp_path, capsys):
+    log_path = tmp_path / "log.jsonl"
+    write_log(log_path)
+    trace = tmp_path / "t.json"
+    assert main(["report", str(log_path), "--json", "--limit", "2",
+                 "--chrome-trace", str(trace)]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)  # the notes go to stderr: stdout stays JSON
+    assert list(data) == ["format", "version", "logs", "device", "backend", "ranks",
+                          "wall_time_s", "compile_s", "neff_s", "share_of_wall", "counts",
+                          "worst_severity", "summary", "advice", "events"]
+    assert data["logs"] == [str(log_path)] and data["format"] == "neuronkit-report"
+    assert data["counts"]["events"] == 3 and data["counts"]["shown"] == 2
+    assert [e["context"] for e in data["events"]] == ["step 1", "step 2"]
+    assert data["advice"][0]["severity"] == "warning" and "3 graphs" in data["advice"][0]["title"]
+    assert data["worst_severity"] == "warning"
+    assert "Chrome trace written to" in captured.err and trace.is_file()
+
+
+def test_fail_on_exits_3_at_or_above_the_severity(tmp_path, capsys):
+    log_path = tmp_path / "log.jsonl"
+    write_log(log_path)  # a warning (3 graphs) and an info (compile share)
+    assert main(["report", str(log_path), "--fail-on", "critical"]) == 0
+    assert main(["report", str(log_path), "--fail-on", "warning"]) == cli.EXIT_FINDINGS == 3
+    captured = capsys.readouterr()
+    assert "Compile events" in captured.out  # the report is printed all the same
+    assert "1 finding(s) at or above warning (--fail-on warning): exit 3" in captured.err
+    assert main(["report", str(log_path), "--json", "--fail-on", "warning"]) == 3
+    with pytest.raises(SystemExit):
+        main(["report", str(log_path), "--fail-on", "info"])
+
+
+def test_help_documents_the_exit_codes_and_json_keys(capsys):
+    for argv in (["--help"], ["report", "--help"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 0
+        out = capsys.readouterr().out
+        assert "exit codes:" in out and "3  report --fail-on SEVERITY" in out
+    assert "worst_severity" in out and "--limit N" in out and "LOG [LOG ...]" in out
+
+
+def test_the_printed_report_is_120_wide_and_free_of_escapes(tmp_path, capsys):
+    bad = "\x1b[2J\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\ over\rwrite \u202eexe.txt"
+    log = CompileLog(header={"format": "neuronkit-compile-log", "version": 2, "device": bad,
+                             "backend": bad}, path=tmp_path / "log.jsonl")
+    for i in range(3):
+        log.append(CompileEvent(function=f"forward{bad}" * 3, location=f"{bad}.py:1",
+                                started_at=float(i), kind="first" if i == 0 else "recompile",
+                                changed=bad * 4, reasons=[bad], context=bad,
+                                input_shapes={bad: [1, i + 1]}, rank=i % 2))
+    rank1 = CompileLog([dataclasses.replace(e, rank=5) for e in log.events],
+                       header=log.header, path=tmp_path / "r5.jsonl")
+    assert main(["report", str(log.path), str(rank1.path)]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", out)
+    assert "click" in out and "exe.txt" in out
+    assert main(["report", str(log.path), "--json"]) == 0
+    raw = capsys.readouterr().out
+    assert raw.isascii() and json.loads(raw)["events"][0]["context"] == bad  # escaped, lossless
+
+
+def test_error_messages_are_terminal_safe(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "x\x1b]0;title\x07\u202e.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "not found" in err and "\x1b" not in err and "\u202e" not in err

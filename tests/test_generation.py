@@ -168,6 +168,54 @@ def test_pad_token_id_keyword_is_used_instead_of_the_tokenizers(model, tok, tiny
     assert [x.tolist() for x in res.output_ids] == [x.tolist() for x in with_pad.output_ids]
 
 
+class ForceEos:
+    """Logits processor: row ``row`` emits eos as its new token number ``at`` (0-based); no
+    other row or step may emit eos, so the cut is deterministic."""
+
+    def __init__(self, eos, width, row, at):
+        self.eos, self.width, self.row, self.at = eos, width, row, at
+
+    def __call__(self, input_ids, scores):
+        scores = scores.clone()
+        scores[:, self.eos] = -float("inf")
+        if input_ids.shape[1] - self.width == self.at:
+            scores[self.row] = -float("inf")
+            scores[self.row, self.eos] = 0.0
+        return scores
+
+
+def test_generation_is_cut_after_eos_in_ids_texts_and_counts(model, tok):
+    prompts = ["the cat sat on", "rain fell over quiet hills"]
+    eos, width = tok.eos_token_id, 16
+    assert eos != tok.pad_token_id
+    res = nk.generate(model, tok, prompts, max_new_tokens=6, buckets=[width], batch_size=2,
+                      compile=False, logits_processor=[ForceEos(eos, width, row=0, at=2)])
+    short, long_ = (ids[n_tokens(tok, p):].tolist()
+                    for p, ids in zip(prompts, res.output_ids, strict=True))
+    assert len(short) == 3 and short[-1] == eos and eos not in short[:-1]   # eos kept, then cut
+    assert len(long_) == 6 and eos not in long_                             # the other row runs on
+    assert tok.pad_token_id not in short                 # nothing of the padding after eos
+    assert res.texts[0] == tok.decode(short[:-1], skip_special_tokens=True)
+    assert res.texts[0] == tok.decode(short, skip_special_tokens=True)     # eos not in the text
+    assert res.new_tokens == res.timings[0].new_tokens == 3 + 6
+
+
+def test_eos_token_id_keyword_cuts_at_its_first_occurrence(model, tok):
+    prompt = "the cat sat on"
+    plain = nk.generate(model, tok, prompt, max_new_tokens=8, buckets=[16], compile=False)
+    new = plain.output_ids[0][n_tokens(tok, prompt):].tolist()
+    stop = new[3]                                        # a token the model really produces
+    assert stop not in (tok.eos_token_id, tok.pad_token_id)
+    first = new.index(stop)
+    res = nk.generate(model, tok, [prompt, "rain fell"], max_new_tokens=8, buckets=[16],
+                      compile=False, eos_token_id=stop)
+    cut = res.output_ids[0][n_tokens(tok, prompt):].tolist()
+    assert cut == new[:first + 1]                        # up to and including the stop token
+    assert res.texts[0] == tok.decode(new[:first + 1], skip_special_tokens=True)
+    other = len(res.output_ids[1]) - n_tokens(tok, "rain fell")
+    assert res.new_tokens == first + 1 + other
+
+
 def test_first_token_clock_waits_for_a_lazy_device():
     from neuronkit.generation import _FirstTokenClock
 
@@ -228,6 +276,9 @@ def test_prompt_longer_than_the_largest_bucket(model, tok):
     ({"buckets": [0, 8]}, ValueError, "positive"),
     ({"cache_implementation": "dynamic"}, ValueError, "sets .*cache_implementation"),
     ({"backend": "no-such-backend"}, ValueError, "unknown compile backend"),
+    ({"recorder": "x"}, TypeError, r"recorder must be a neuronkit CompileRecorder or None.*"
+                                   r"got a str: 'x'.*nk\.CompileRecorder\(log_path='x'\)"),
+    ({"recorder": object()}, TypeError, "recorder must be a neuronkit CompileRecorder"),
 ])
 def test_bad_options(model, tok, kwargs, err, text):
     with pytest.raises(err, match=text):

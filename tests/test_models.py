@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -17,7 +18,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import neuronkit as nk
 from neuronkit import models
 from neuronkit.device import DeviceFallbackWarning
-from neuronkit.models import DeviceMapWarning, ModelNotFoundError, PlacementWarning
+from neuronkit.models import (CorruptWeightsError, DeviceMapWarning, ModelNotFoundError,
+                              PlacementWarning)
 
 TEXT = "The river carried the boats down to the sea."
 
@@ -215,6 +217,88 @@ def test_folder_without_config(tmp_path):
         nk.load_model(tmp_path, device="cpu")
 
 
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+def test_a_file_instead_of_the_model_folder_says_so_and_names_the_folder(tiny_model_path, name,
+                                                                         spy_from_pretrained):
+    path = tiny_model_path / name
+    with pytest.raises(ModelNotFoundError) as err:
+        nk.load_model(path, device="cpu")
+    msg = str(err.value)
+    assert f"{path} is a file, not a folder" in msg
+    assert f"{tiny_model_path} holds a config.json: pass that folder" in msg
+    assert "Fix: pass the folder holding config.json" in msg
+    assert "no local folder" not in msg and "Hub lookup" not in msg
+    assert spy_from_pretrained == []                   # refused before transformers saw it
+    with pytest.raises(ModelNotFoundError, match=r"is a file, not a folder.*"
+                                                 r"holds a tokenizer_config\.json"):
+        nk.load_tokenizer(path)
+
+
+def test_a_file_with_no_model_beside_it(tmp_path):
+    stray = tmp_path / "weights.bin"
+    stray.write_bytes(b"x")
+    with pytest.raises(ModelNotFoundError, match=r"weights\.bin is a file, not a folder\. Fix"):
+        nk.load_model(stray, device="cpu")
+
+
+@pytest.fixture
+def model_copy(tiny_model_path, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(tiny_model_path, folder)
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_corrupt_weights_name_the_file_and_the_fix(model_copy, damage):
+    weights = model_copy / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(b"not a safetensors file" if damage == "garbage" else data[:len(data) // 2])
+    with pytest.raises(CorruptWeightsError) as err:
+        nk.load_model(model_copy, device="cpu")
+    msg = str(err.value)
+    assert f"{weights} (SafetensorError:" in msg and "corrupt or truncated" in msg
+    assert "Fix: write the folder again with model.save_pretrained" in msg
+    assert type(err.value.__cause__).__name__ == "SafetensorError"
+    assert isinstance(err.value, OSError)
+
+
+def test_corrupt_weights_in_the_hub_cache_name_the_cached_file(tiny_model_path, tmp_path):
+    repo = tmp_path / "hub" / "models--no-org--tiny"
+    snapshot = repo / "snapshots" / ("a" * 40)
+    shutil.copytree(tiny_model_path, snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    nk.load_model("no-org/tiny", device="cpu", cache_dir=tmp_path / "hub")   # offline, cached
+    (snapshot / "model.safetensors").write_bytes(b"junk")
+    with pytest.raises(CorruptWeightsError) as err:
+        nk.load_model("no-org/tiny", device="cpu", cache_dir=tmp_path / "hub")
+    assert str(snapshot / "model.safetensors") in str(err.value)
+    assert "`hf cache rm model/no-org/tiny`" in str(err.value)
+
+
+def test_corrupt_shard_is_named_among_good_ones(model_copy):
+    from safetensors.torch import save_file
+
+    weights = model_copy / "model.safetensors"
+    tensors = load_file(weights)
+    names = sorted(tensors)
+    half = len(names) // 2
+    shards = {"model-00001-of-00002.safetensors": names[:half],
+              "model-00002-of-00002.safetensors": names[half:]}
+    for shard, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, model_copy / shard, metadata={"format": "pt"})
+    index = {"metadata": {}, "weight_map": {k: shard for shard, keys in shards.items()
+                                            for k in keys}}
+    (model_copy / "model.safetensors.index.json").write_text(json.dumps(index))
+    weights.unlink()
+    nk.load_model(model_copy, device="cpu")            # the sharded copy loads
+    bad = model_copy / "model-00002-of-00002.safetensors"
+    bad.write_bytes(bad.read_bytes()[:100])
+    with pytest.raises(CorruptWeightsError, match=r"1 weights file\(s\) are corrupt") as err:
+        nk.load_model(model_copy, device="cpu")
+    assert str(bad) in str(err.value) and "00001-of" not in str(err.value)
+
+
 def test_load_tokenizer(tiny_model_path, tmp_path):
     tok = nk.load_tokenizer()
     assert tok.pad_token == "<|pad|>" and len(tok) == nk.load_model(device="cpu").config.vocab_size
@@ -236,6 +320,15 @@ def test_device_map_auto_without_neuron_warns_once(no_neuron, spy_from_pretraine
         nk.load_model(device_map="auto")        # device=None: no DeviceFallbackWarning on top
     assert [w.category for w in seen] == [DeviceMapWarning], [str(w.message) for w in seen]
     assert spy_from_pretrained[0]["device_map"] == nk.detect().device
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_device_map_auto_strict_raises_without_neuron_too(no_neuron, spy_from_pretrained, device):
+    with pytest.raises(ValueError, match=r"strict=True refuses device_map='auto'.*would mean "
+                                         r"CPU.*Fix: drop device_map and use device=.*or drop "
+                                         r"strict=True"):
+        nk.load_model(device=device, device_map="auto", strict=True)
+    assert spy_from_pretrained == []  # refused before loading anything
 
 
 def test_device_map_auto_with_neuron_warns_with_the_fix(fake_neuron, spy_from_pretrained):

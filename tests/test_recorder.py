@@ -101,7 +101,7 @@ def test_a_changed_python_number_is_reported_from_its_guard(compiler_reset):
         fn(torch.ones(2), 2)
         fn(torch.ones(2), 3)
     assert [e.input_shapes for e in rec.events] == [{"x": [2]}, {"x": [2]}]
-    assert rec.events[1].changed == "guard failed: n == 2"
+    assert rec.events[1].changed == "a Python int/flag changed: n == 2"
     assert rec.events[1].reasons[0].startswith(f"{rec.events[0].compile_id}: n == 2")
 
 
@@ -424,7 +424,8 @@ def test_a_graph_break_on_a_disabled_function_is_recorded_with_its_reason(compil
     assert out.tolist() == [4.0, 4.0, 4.0]  # it ran, eagerly
     (event,) = rec.events
     dynamo = event.metrics["dynamo"]
-    assert (event.kind, event.function, dynamo["fail_type"]) == ("failed", "step", "Unsupported")
+    assert (event.kind, event.function, dynamo["fail_type"]) == ("graph_break", "step",
+                                                                 "Unsupported")
     first_line = dynamo["fail_reason"].splitlines()[0]  # torch's full message stays in metrics
     assert len(dynamo["fail_reason"]) > 160 and "disable" in first_line
     assert event.reasons == [first_line]
@@ -469,22 +470,56 @@ def test_compiles_never_read_neuron_metrics(fake_neuron, compiler_reset):
         assert calls == [] and len(rec.events) == 2
 
 
-def test_a_broken_log_file_costs_no_event(fake_neuron, net, tmp_path, monkeypatch):
+def test_a_log_file_that_cannot_be_written_costs_no_event(fake_neuron, net, tmp_path,
+                                                          monkeypatch):
+    """The dashboard and the Trainer callback (subscribers) see what the log holds in memory."""
     import shutil
 
     monkeypatch.setattr(sources.TAP, "errors", [])  # this test's errors only
     folder = tmp_path / "gone"
     broken = nk.CompileRecorder(folder / "log.jsonl")
-    shutil.rmtree(folder)  # its file can no longer be appended to
+    seen: list[int] = []
+    broken.subscribe(lambda e: seen.append(e.seq))
+    shutil.rmtree(folder)
+    folder.write_text("a file where the log's folder was")  # the log cannot be written again
     with pytest.warns(RuntimeWarning) as caught:
         with broken, nk.CompileRecorder() as healthy:
             run(net, 3, 5)
     messages = [str(w.message) for w in caught]
-    assert len([m for m in messages if "failed to record a compile event" in m]) == 1
-    assert len([m for m in messages if "could not write the wall time" in m]) == 1
+    assert len([m for m in messages if "could not write" in m]) == 1  # said once
     assert [e.input_shapes["x"][1] for e in healthy.events] == [3, 5]
+    assert [e.input_shapes["x"][1] for e in broken.events] == [3, 5]
+    assert seen == [0, 1]  # every event reached the subscribers
+    assert len(broken.write_errors) >= 3  # the log at start, two events, the wall time
     assert all("neuron" not in e.metrics for e in healthy.events)
-    assert {type(e) for e in sources.TAP.errors} == {FileNotFoundError}
+    assert not sources.TAP.errors
+
+
+def test_a_log_folder_deleted_before_start_is_written_again(net, tmp_path):
+    import shutil
+
+    folder = tmp_path / "gone"
+    rec = nk.CompileRecorder(folder / "log.jsonl")
+    shutil.rmtree(folder)
+    with rec:
+        run(net, 3, 5)
+    loaded = CompileLog.load(folder / "log.jsonl")
+    assert [e.to_dict() for e in loaded.events] == [e.to_dict() for e in rec.events]
+    assert loaded.header == rec.log.header and loaded.wall_time_s == rec.log.wall_time_s
+
+
+def test_nested_recorders_on_one_path_are_refused_and_the_outer_log_is_kept(net, tmp_path):
+    import re
+
+    from neuronkit.recorder import LogPathInUseError
+
+    path = tmp_path / "compile.jsonl"
+    with nk.CompileRecorder(path):
+        run(net, 3)
+        with pytest.raises(LogPathInUseError, match=re.escape(str(path))):
+            nk.CompileRecorder(path)
+        run(net, 5)
+    assert [e.input_shapes["x"][1] for e in CompileLog.load(path).events] == [3, 5]
 
 
 def test_no_neuron_metrics_without_torch_neuronx(no_neuron, net):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import numpy as np
@@ -96,6 +97,20 @@ def test_plan_extremes_and_edge_cases():
     assert plan == nk.Buckets([16, 32, 208])
 
 
+@pytest.mark.parametrize("max_buckets", [None, 2])   # both solvers: any number, at most m
+@pytest.mark.parametrize("lengths, compile_cost_s, token_cost_s", [
+    # one bucket at 101 pads 2 tokens (2 s) + 1 graph (2 s) = 4 s; buckets [100, 101]: 2 graphs = 4 s
+    ([100, 100, 101], 2, 1),
+    # the same tie in floats: 0.3 + 0.1 * 3 = 0.6000000000000001 against 0.3 + 0.3 = 0.6
+    ([100, 100, 100, 101], 0.3, 0.1),
+])
+def test_plan_a_real_tie_goes_to_fewer_buckets(lengths, compile_cost_s, token_cost_s, max_buckets):
+    one, two = nk.Buckets([101]), nk.Buckets([100, 101])
+    assert plan_cost(lengths, one, compile_cost_s, token_cost_s) == \
+        pytest.approx(plan_cost(lengths, two, compile_cost_s, token_cost_s))   # a true tie
+    assert nk.plan_buckets(lengths, max_buckets, compile_cost_s, token_cost_s) == one
+
+
 def test_plan_default_costs_are_documented_tradeoff():
     # defaults: 60 s per graph, 1 ms per padded token -> a bucket must save over 60k padded tokens
     few = [10] * 50 + [1000]        # a bucket at 10 saves 50 * 990 = 49.5k tokens: not worth it
@@ -123,6 +138,25 @@ def test_plan_bad_options():
         nk.plan_buckets([4, 8], max_buckets=0)
     with pytest.raises(ValueError, match="compile_cost_s"):
         nk.plan_buckets([4, 8], compile_cost_s=-1)
+
+
+@pytest.mark.parametrize("name", ["compile_cost_s", "token_cost_s"])
+@pytest.mark.parametrize("bad, err, text", [
+    (math.inf, ValueError, "finite number of seconds >= 0, got inf"),
+    (-math.inf, ValueError, "finite number of seconds >= 0, got -inf"),
+    (math.nan, ValueError, "finite number of seconds >= 0, got nan"),
+    (-0.5, ValueError, "finite number of seconds >= 0, got -0.5"),
+    ("1", TypeError, "number of seconds >= 0, got '1' \\(str\\)"),
+    (None, TypeError, "got None"),
+    (True, TypeError, "got True"),
+])
+def test_plan_and_plan_cost_reject_costs_that_are_not_finite_seconds(name, bad, err, text):
+    with pytest.raises(err, match=rf"{name} must be a .*{text}.*default is"):
+        nk.plan_buckets([4, 8, 8], **{name: bad})
+    with pytest.raises(err, match=rf"{name} must be a .*{text}"):
+        plan_cost([4, 8, 8], [8], **{name: bad})
+    assert nk.plan_buckets([4, 8, 8], **{name: np.float64(0.5)}) in (nk.Buckets([8]),
+                                                                      nk.Buckets([4, 8]))
     with pytest.raises(ValueError, match="multiple_of"):
         nk.plan_buckets([4, 8], multiple_of=0)
 
@@ -169,6 +203,34 @@ def test_audit_key_missing_in_some_batches_is_a_new_signature():
     b = {"x": torch.zeros(2, 3), "mask": torch.zeros(2, 3)}
     audit = nk.audit_shapes([a, b, a])
     assert audit.predicted_graphs == 2 and audit.shapes["mask"] == [(2, 3)]
+
+
+def test_audit_shapes_that_swap_between_inputs_are_two_graphs():
+    """The same set of shapes on different inputs is a different signature: two graphs."""
+    a = {"input_ids": torch.zeros(2, 8), "labels": torch.zeros(2, 16)}
+    b = {"input_ids": torch.zeros(2, 16), "labels": torch.zeros(2, 8)}
+    audit = nk.audit_shapes([a, b, a, b])
+    assert audit.predicted_graphs == 2 and audit.batches == 4
+    assert sorted(audit.signatures.values()) == [2, 2]
+    assert audit.varying_dims == {"input_ids": [1], "labels": [1]}
+    assert nk.audit_shapes([(a["input_ids"], a["labels"]),
+                            (b["input_ids"], b["labels"])]).predicted_graphs == 2
+    # and torch.compile(dynamic=False) agrees: it builds two graphs for them
+    torch._dynamo.reset()
+    built = []
+
+    def backend(gm, example_inputs):
+        built.append(1)
+        return gm.forward
+
+    @torch.compile(backend=backend, dynamic=False)
+    def step(input_ids, labels):
+        return input_ids.sum() + labels.sum()
+
+    for batch in (a, b, a, b):
+        step(**batch)
+    torch._dynamo.reset()
+    assert len(built) == audit.predicted_graphs
 
 
 def test_audit_bad_input():

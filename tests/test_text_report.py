@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from neuronkit._torch_text import short_reason
 from neuronkit.views import text as report
 from neuronkit.advice import Advice, diagnose
 from neuronkit.events import CompileEvent, CompileLog
@@ -46,17 +47,18 @@ def cells(line: str) -> list[str]:
 
 def test_event_table_columns_and_rows():
     lines = report.format_events(make_log(known_events())).splitlines()
-    assert cells(lines[0]) == ["#", "t+s", "function", "kind", "changed", "first reason",
-                               "compile s", "context", "rank"]
+    # one rank: no rank column; changed and the first reason say the same: one column
+    assert cells(lines[0]) == ["#", "t+s", "function", "kind", "changed / reason", "compile s",
+                               "context"]
     assert set(lines[1]) <= {"-", " "}
     rows = [cells(line) for line in lines[2:6]]
-    assert rows[0] == ["0", "0.00", "forward", "first", "-", "-", "0.250", "step 0", "0"]
-    assert rows[1] == ["1", "1.50", "forward", "recompile", "input_ids dim 1: 12 -> 40",
-                       "input_ids dim 1: 12 -> 40", "0.500", "step 1", "0"]
-    assert rows[2][1] == "3.00" and rows[2][-3] == "0.125"
+    assert rows[0] == ["0", "0.00", "forward", "first", "-", "0.250", "step 0"]
+    assert rows[1] == ["1", "1.50", "forward", "recompile", "input_ids dim 1: 12 -> 40", "0.500",
+                       "step 1"]
+    assert rows[2][1] == "3.00" and rows[2][-2] == "0.125"
     # right-aligned numbers end under their header
     end = lines[0].index("compile s") + len("compile s")
-    assert all(line[:end].endswith(row[6]) for line, row in zip(lines[2:6], rows, strict=True))
+    assert all(line[:end].endswith(row[5]) for line, row in zip(lines[2:6], rows, strict=True))
 
 
 def test_limit_hit_is_flagged():
@@ -67,19 +69,22 @@ def test_limit_hit_is_flagged():
     assert report.LIMIT_FLAG not in report.format_events(make_log(known_events()[:3]))
 
 
-def test_event_table_limit_and_bad_limit():
+def test_event_table_limit_shows_the_most_recent_and_says_how_many_are_left_out():
     text = report.format_events(make_log(known_events()), limit=2)
-    assert len([ln for ln in text.splitlines() if re.match(r"\s*\d+\s", ln)]) == 2
-    assert "2 more event(s) not shown" in text
-    with pytest.raises(ValueError, match="limit"):
-        report.format_events(make_log(known_events()), limit=-1)
+    assert [cells(ln)[0] for ln in text.splitlines() if re.match(r"\s*\d+\s", ln)] == ["2", "3"]
+    assert text.splitlines()[0] == "… 2 earlier event(s) not shown: the last 2 of 4"
+    assert report.format_events(make_log(known_events()), limit=0) == ("4 event(s) not shown "
+                                                                       "(limit 0)")
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="limit must be None"):
+            report.format_events(make_log(known_events()), limit=bad)
     assert report.format_events(CompileLog()) == "no compile events"
 
 
 def test_long_reason_is_shortened():
     event = CompileEvent(function="f", kind="recompile", reasons=["0/0: " + "x" * 200])
     row = report.format_events(make_log([event])).splitlines()[2]
-    assert "…" in row and "x" * 60 not in row
+    assert "…" in row and "x" * 80 not in row and len(row) <= 120
 
 
 def test_summary_per_function():
@@ -145,7 +150,7 @@ def test_event_table_and_summary_tell_same_named_functions_apart():
     rows = [cells(line) for line in report.format_events(log).splitlines()[2:]]
     assert [r[2] for r in rows] == ["forward (model.py:40)", "forward (model.py:40)",
                                     "forward (ops.py:9)", "torch_dynamo_re…d_at_375"]
-    assert rows[3][5] == "Missing tp_iternext"
+    assert rows[3][4] == "Missing tp_iternext"
     summary = [cells(line)[0] for line in report.format_summary(log).splitlines()[2:]]
     assert summary == ["forward (model.py:40)", "forward (ops.py:9)",
                        "torch_dynamo_resume_in_…d_at_375", "total"]
@@ -160,3 +165,187 @@ def test_report_is_deterministic_for_the_same_events(tmp_path):
     assert report.format_report(path) == report.format_report(log)
     copies = [dataclasses.replace(e) for e in log.events]
     assert report.format_report(copies) == a
+
+
+# ---- width, merged columns, limits, terminal safety, JSON data ---------------------------------
+
+PLACE = "/opt/venv/lib/python3.11/site-packages/transformers/models/qwen3/modeling_qwen3.py:440"
+WORST_KINDS = ["first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels",
+               "graph_break"]
+
+
+def worst_case_log(n: int = 70) -> CompileLog:
+    """Every column at its widest: NEFF fields (an unknown cache state), forecast kernels, a limit
+    hit, 64 ranks, long names in long places, long changes, reasons and context, six-digit seqs,
+    a day of offsets, long header fields."""
+    events = [CompileEvent(
+        seq=100_000 + i, function="torch_dynamo_resume_in_forward_with_a_long_name_at_1234"
+        if i % 2 else "forward", location=PLACE if i % 3 else f"/b/{i % 2}/modeling.py:9",
+        started_at=1000.0 + 86_400 * (i > 0) + i, duration_s=1234.5, kind=kind,
+        input_shapes={"input_ids": [8, 1000 + i]},
+        changed="cache.layers[0].keys dim 2: 1023 -> 1024 " * 3,
+        reasons=["0/0: " + "L['self'].config.some_setting == 12345 " * 6],
+        context="generate batch 12 of 100, bucket 4096, request " * 3, rank=i % 64,
+        neff_compile_s=12345.6 if kind in ("first", "recompile") else None,
+        neff_cache="not-a-state", kernels=12345, forecast=True, calls=999)
+        for i, kind in enumerate(WORST_KINDS * (n // len(WORST_KINDS)))]
+    header = {"format": "neuronkit-compile-log", "version": 2, "device": "neuron " * 20,
+              "backend": "neuronx " * 20, "wall_time_s": 99999.0}
+    return CompileLog(events, header=header)
+
+
+def widest(text: str) -> int:
+    return max(len(line) for line in text.splitlines())
+
+
+def test_every_text_view_fits_120_columns_at_its_widest():
+    log = worst_case_log()
+    full = report.format_report(log, limit=None)
+    assert widest(full) <= report.WIDTH == 120
+    for text in (report.format_events(log), report.format_summary(log),
+                 report.format_advice(diagnose(log))):
+        assert widest(text) <= 120
+    events = report.format_events(log)
+    # the labels and columns that exist are kept within the width
+    assert "kernels x12345 (forecast)" in events and f"limit_hit {report.LIMIT_FLAG}" in events
+    assert "12345.6 not built" in events and "NEFF s" in events
+    assert cells(events.splitlines()[0])[-1] == "rank"
+    header = full.split("\n\n", 1)[0]  # wrapped: long device and backend names
+    assert header.startswith("neuronkit compile report: device neuron") and "…" in header
+    assert header.endswith(", ranks 0-63")
+    plain = report.format_report(make_log(known_events(), wall=10.0))
+    assert widest(plain) <= 120 and "…" not in plain.split("limit_hit")[0]
+
+
+def test_a_long_advice_title_is_wrapped_within_the_width():
+    text = report.format_advice([Advice("x" * 300 + " tail", "d " * 200, "f " * 100, "warning")])
+    assert widest(text) <= 120 and text.startswith("1. [warning] xxx")
+    assert all(line.startswith("   ") for line in text.splitlines()[1:])
+
+
+SCALAR = "0/1: L['self'].step == 3  # an int"
+
+
+def test_changed_and_reason_are_one_column_and_both_shown_when_they_differ():
+    events = [CompileEvent(function="f", kind="recompile", changed="input_ids dim 1: 3 -> 5",
+                           reasons=[mismatch("input_ids", 3, 5)]),
+              CompileEvent(function="f", kind="recompile", changed="step: 3 -> 4",
+                           reasons=[SCALAR]),
+              CompileEvent(function="f", kind="failed", reasons=["Missing tp_iternext"])]
+    lines = report.format_events(make_log(events)).splitlines()
+    assert cells(lines[0])[4] == "changed / reason" and "first reason" not in lines[0]
+    assert [cells(line)[4] for line in lines[2:]] == [
+        "input_ids dim 1: 3 -> 5", f"step: 3 -> 4; {short_reason(SCALAR, 200)}",
+        "Missing tp_iternext"]
+
+
+def test_the_rank_column_shows_only_with_several_ranks():
+    one = report.format_events(make_log(known_events()))
+    assert "rank" not in one.splitlines()[0]
+    solo = make_log([dataclasses.replace(e, rank=3) for e in known_events()])
+    assert "rank" not in report.format_events(solo).splitlines()[0]
+    assert report.format_report(solo).splitlines()[0].endswith(", rank 3")
+    rank1 = [dataclasses.replace(e, rank=1) for e in known_events()[:2]]
+    merged = CompileLog.merge([make_log(known_events()), make_log(rank1)])
+    assert cells(report.format_events(merged).splitlines()[0])[-1] == "rank"
+
+
+def many_events(n: int) -> list[CompileEvent]:
+    return [CompileEvent(function="forward", kind="first" if i == 0 else "recompile",
+                         started_at=float(i), duration_s=0.5, input_shapes={"x": [1, i % 7 + 1]},
+                         changed=f"x dim 1: {i} -> {i + 1}", context=f"step {i}")
+            for i in range(n)]
+
+
+def test_the_report_shows_the_most_recent_50_events_by_default():
+    assert report.DEFAULT_LIMIT == 50
+    text = report.format_report(make_log(many_events(120)))
+    section = text.split("Compile events\n==============\n", 1)[1].split("\n\n", 1)[0]
+    lines = section.splitlines()
+    assert lines[0] == "… 70 earlier event(s) not shown: the last 50 of 120"
+    assert [cells(line)[0] for line in lines[3:]] == [str(i) for i in range(70, 120)]
+    assert "120 events" in text.splitlines()[0]  # the header and summary count every event
+    summary = text.split("Per function\n============\n")[1].splitlines()
+    assert cells(summary[2])[:2] == ["forward", "120"]
+    assert len(report.format_report(make_log(many_events(120)), limit=None).splitlines()) > 120
+
+
+def test_a_limited_report_formats_only_the_shown_events_and_summarises_once(monkeypatch):
+    log = make_log(many_events(2000))
+    formatted: list[str] = []
+    summaries: list[int] = []
+    real_input_name, real_summary = report.input_name, CompileLog.summary
+
+    def counting_input_name(text: str) -> str:
+        formatted.append(text)
+        return real_input_name(text)
+
+    def counting_summary(self: CompileLog) -> list:
+        summaries.append(1)
+        return real_summary(self)
+
+    monkeypatch.setattr(report, "input_name", counting_input_name)
+    monkeypatch.setattr(CompileLog, "summary", counting_summary)
+    monkeypatch.setattr(report, "diagnose", lambda log: pytest.fail("advice was given"))
+    text = report.format_report(log, limit=5, advice=[])
+    assert len(formatted) == 5 and len(summaries) == 1 and "no findings" in text
+    formatted.clear()
+    report.format_events(log, limit=7)
+    assert len(formatted) == 7
+
+
+def test_report_data_has_stable_keys_and_raw_values():
+    log = make_log(known_events(), wall=10.0)
+    data = report.report_data(log, limit=2)
+    assert list(data) == ["format", "version", "logs", "device", "backend", "ranks",
+                          "wall_time_s", "compile_s", "neff_s", "share_of_wall", "counts",
+                          "worst_severity", "summary", "advice", "events"]
+    assert (data["format"], data["version"]) == ("neuronkit-report", 1)
+    assert data["counts"] == {"events": 4, "shown": 2, "not_shown": 2, "graphs": 3,
+                              "kinds": {"first": 1, "recompile": 2, "limit_hit": 1},
+                              "advice": {s: sum(a.severity == s for a in diagnose(log))
+                                         for s in ("critical", "warning", "info")}}
+    assert data["worst_severity"] == "critical" and data["ranks"] == [0]
+    assert data["compile_s"] == 0.875 and data["share_of_wall"] == pytest.approx(0.0875)
+    assert set(data["advice"][0]) == {"severity", "title", "detail", "fix", "numbers"}
+    assert [e["seq"] for e in data["events"]] == [2, 3]
+    assert data["events"][0]["t_s"] == 3.0 and data["events"][0]["label"] == "forward"
+    assert set(data["summary"][0]) >= {"function", "graphs", "distinct_shapes", "limit_hits",
+                                       "failed", "compile_s", "neff_s", "mean_s", "share_of_wall"}
+
+
+HOSTILE = ["\x1b[2Jwiped", "\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\",
+           "over\rwrite", "\u202eexe.txt\u202c", "\u2066iso\u2069", "bell\x07\x00", "\x9b2J"]
+FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                       "\u2066-\u2069\u2028\u2029]")
+
+
+def hostile_log() -> CompileLog:
+    bad = "".join(HOSTILE)
+    events = [CompileEvent(seq=i, function=f"f{bad}", location=f"{bad}.py:{i}", kind=kind,
+                           device=bad, backend=bad, started_at=float(i), changed=bad,
+                           reasons=[bad], context=bad, input_shapes={bad: [1, i]}, rank=i % 2,
+                           neff_cache=bad if i % 3 else None, neff_compile_s=1.0)
+              for i, kind in enumerate(["first", "recompile", "recompile", "limit_hit",
+                                        "failed", "kernels", "graph_break"])]
+    events.append(CompileEvent(seq=7, function="g", kind=bad, context=bad))  # type: ignore[arg-type]
+    return CompileLog(events, header={"format": "neuronkit-compile-log", "version": 2,
+                                      "device": bad, "backend": bad, "wall_time_s": 9.0})
+
+
+def test_values_from_the_log_are_printed_without_controls_or_escapes():
+    log = hostile_log()
+    findings = diagnose(log) + [Advice(f"t{HOSTILE[0]}", HOSTILE[1], HOSTILE[2], "info")]
+    for text in (report.format_report(log, limit=None, advice=findings),
+                 report.format_events(log), report.format_summary(log),
+                 report.format_advice(findings)):
+        assert not FORBIDDEN.search(text), FORBIDDEN.findall(text)
+        assert "wiped" in text and "click" in text  # shown, without the escapes
+    assert "exe.txt" in report.format_events(log)
+
+
+def test_an_empty_log_reports_no_events():
+    text = report.format_report(CompileLog())
+    assert "0 events" in text.splitlines()[0] and "no compile events" in text
+    data = report.report_data(CompileLog())
+    assert data["counts"]["events"] == 0 and data["events"] == [] and data["ranks"] == []

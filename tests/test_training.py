@@ -154,6 +154,19 @@ def test_collator_over_long_example_is_a_clear_error_unless_truncation(tok):
     assert cut["attention_mask"].sum() == 16
 
 
+@pytest.mark.parametrize("limit", [{"max_length": 16}, {"buckets": [8, 16]}])
+def test_collator_truncation_keeps_the_start_of_ids_and_labels_alike(tok, limit):
+    ids = list(range(1, 21))
+    labels = [-100] * 5 + list(range(106, 121))          # a masked prompt, then the targets
+    cut = FixedLengthCollator(tok, truncation=True, **limit)(
+        [{"input_ids": ids, "labels": labels}, {"input_ids": [7, 8], "labels": [-100, 8]}])
+    assert cut["input_ids"].shape == (2, 16)
+    assert cut["input_ids"][0].tolist() == ids[:16]       # the first 16 tokens, not the last
+    assert cut["labels"][0].tolist() == labels[:16]       # the same positions as the ids
+    assert cut["attention_mask"][0].tolist() == [1] * 16
+    assert cut["labels"][1].tolist() == [-100, 8] + [-100] * 14
+
+
 def test_collator_bad_arguments(tok):
     with pytest.raises(ValueError, match="exactly one of max_length"):
         FixedLengthCollator(tok)
@@ -163,6 +176,33 @@ def test_collator_bad_arguments(tok):
         FixedLengthCollator(tok, max_length=0)
     with pytest.raises(ValueError, match=r"keys \['label'\].*remove_unused_columns=False"):
         FixedLengthCollator(tok, max_length=8)([{"label": 1}])
+
+
+# ---- argument checks -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, value", [("per_device_train_batch_size", 0),
+                                         ("per_device_train_batch_size", -2),
+                                         ("per_device_train_batch_size", 2.0),
+                                         ("per_device_train_batch_size", True),
+                                         ("per_device_eval_batch_size", 0)])
+def test_fixed_shape_args_rejects_a_batch_size_that_is_not_a_positive_int(tmp_path, name, value):
+    with pytest.raises(ValueError, match=rf"{name} must be a positive int, got {value!r}.*"
+                                         rf"Pass e\.g\. {name}=8"):
+        fixed_shape_args(str(tmp_path / "out"), quiet=True, **{name: value})
+    args = fixed_shape_args(str(tmp_path / "out"), quiet=True, **{name: 3})
+    assert getattr(args, name) == 3
+
+
+@pytest.mark.parametrize("recorder, hint", [("x", "pass log_path='x' instead"),
+                                            (object(), "got a object"),
+                                            ([], "got a list")])
+def test_callback_rejects_a_recorder_that_is_not_a_compile_recorder(recorder, hint):
+    with pytest.raises(TypeError, match="recorder must be a neuronkit CompileRecorder or None") \
+            as err:
+        CompileEventsCallback(recorder=recorder)
+    assert hint in str(err.value)
+    rec = nk.CompileRecorder()
+    assert CompileEventsCallback(recorder=rec).recorder is rec
 
 
 # ---- the callback's own recorder when train() raises ------------------------------------------

@@ -101,3 +101,122 @@ def test_dashboard_generates_and_draws_in_chromium(tiny_model_path, tmp_path):
         screenshot(page, shot)
         browser.close()
     assert shot.stat().st_size > 10_000
+
+
+# --------------------------------------------------------------------------- hostile replay
+
+# Each payload would set window.__pwned (or leave an element behind) if it reached the page as
+# markup. The kinds in the file are valid (a loader may reject unknown ones); the free-text
+# fields and the header carry the payloads. A second dashboard is built in memory with a
+# hostile kind and seq, which no loader sees.
+PAYLOADS = {
+    "function": "<img src=x onerror=window.__pwned=1>",
+    "changed": '"><img src=x onerror=window.__pwned=2>',
+    "reason": "</td></tr></table><svg onload=window.__pwned=3></svg>",
+    "reason2": "' onmouseover='window.__pwned=4' x='",
+    "context": '<iframe srcdoc="<script>parent.__pwned=5</script>"></iframe>',
+    "description": "</style><script>window.__pwned=6</script>"
+                   "<b data-nk-pwned=1>x</b><img src=x onerror=window.__pwned=6>",
+    "torch": "<img src=x onerror=window.__pwned=7>",
+    "device": "<img src=x onerror=window.__pwned=8>",
+    "backend": '"><img src=x onerror=window.__pwned=9>',
+    "kind": 'first"><img src=x onerror=window.__pwned=10>',
+    "seq": "<img src=x onerror=window.__pwned=11>",
+    "file": "log-<img src=x onerror=window.__pwned=12>",
+}
+INJECTED = ".nk-dashboard script, .nk-dashboard iframe, .nk-dashboard svg, [data-nk-pwned], " \
+           ".nk-dashboard img:not(.nk-chart)"
+
+
+def hostile_log_file(folder: Path) -> Path:
+    """A crafted log: valid kinds, payloads in every free-text field and in the header."""
+    from neuronkit.events import CompileEvent, CompileLog
+
+    header = {"format": "neuronkit-compile-log", "version": 2, "neuronkit": "0.1",
+              "torch": PAYLOADS["torch"], "device": PAYLOADS["device"],
+              "backend": PAYLOADS["backend"], "description": PAYLOADS["description"]}
+    log = CompileLog(header=header)
+    for i, kind in enumerate(("first", "recompile", "limit_hit")):
+        log.append(CompileEvent(
+            compile_id=f"0/{i}", function=PAYLOADS["function"], location="model.py:1",
+            started_at=100.0 + i, duration_s=1.0, input_shapes={"input_ids": [1, 8 + i]},
+            changed=PAYLOADS["changed"] if i else "",
+            reasons=[PAYLOADS["reason"], PAYLOADS["reason2"]] if i else [],
+            kind=kind, graph_count=i + 1, context=PAYLOADS["context"]))
+    return log.save(folder / f"{PAYLOADS['file']}.jsonl")
+
+
+def hostile_notebook(folder: Path, log_file: Path) -> Path:
+    return write_notebook(folder / "hostile.ipynb", [
+        "import os\nfrom pathlib import Path\n"
+        f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))",
+        "from neuronkit.widget import RecompileDashboard\n"
+        f"RecompileDashboard.from_log({str(log_file)!r})",
+        "from neuronkit.events import CompileEvent, CompileLog\n"
+        "from neuronkit.views.dashboard_state import DashboardState\n"
+        f"log = CompileLog.load({str(log_file)!r})\n"
+        f"log.events.append(CompileEvent(seq={PAYLOADS['seq']!r}, function='forward', "
+        f"kind={PAYLOADS['kind']!r}, started_at=200.0, context={PAYLOADS['context']!r}))\n"
+        f"RecompileDashboard(state=DashboardState(log=log, source={str(log_file)!r}))",
+    ])
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_replayed_hostile_log_runs_no_script_in_chromium(tmp_path):
+    """A crafted log replayed in Voilà: every payload shows as text, none runs as markup."""
+    require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    log_file = hostile_log_file(tmp_path)
+    notebook = hostile_notebook(tmp_path, log_file)
+    env = isolated_env(tmp_path / "jupyter")
+    shot = tmp_path / "hostile-log-browser.png"
+    with voila(notebook, tmp_path, env) as (url, server_log), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        try:
+            page.goto(url, timeout=WAIT_MS)
+            dashboards = page.locator(".nk-dashboard")
+            expect(dashboards).to_have_count(2, timeout=WAIT_MS)
+            replay, memory = dashboards.nth(0), dashboards.nth(1)
+            for dash in (replay, memory):
+                expect(dash.locator(".nk-events-table tbody tr").first).to_be_visible(
+                    timeout=WAIT_MS)
+                page.wait_for_function("el => el.complete && el.naturalWidth > 0",
+                                       arg=dash.locator("img.nk-chart").element_handle(),
+                                       timeout=WAIT_MS)
+            # hover the reasons (an injected onmouseover would fire) and give errors time
+            for cell in replay.locator(".nk-events-table td[title]").all():
+                cell.hover()
+            page.wait_for_timeout(1500)
+
+            assert page.evaluate("() => window.__pwned") is None
+            assert page.locator(INJECTED).count() == 0
+            # the rows render with their fixed classes; the hostile kind is an unknown row
+            assert replay.locator(".nk-events-table tbody tr").count() == 3
+            assert replay.locator(".nk-events-table tr.nk-limit-hit").count() == 1
+            assert memory.locator(".nk-events-table tr.nk-unknown").count() == 1
+            # ... and every payload is visible as text
+            table = replay.locator(".nk-events-table").inner_text()
+            for field in ("function", "changed", "context"):
+                assert PAYLOADS[field] in table, field
+            titles = replay.locator(".nk-events-table td[title]").first.get_attribute("title")
+            assert PAYLOADS["reason"] in titles and PAYLOADS["reason2"] in titles
+            header = replay.locator(".nk-title + .nk-muted").inner_text()
+            for field in ("description", "torch", "file"):
+                assert PAYLOADS[field] in header, field
+            assert PAYLOADS["device"] in replay.locator(".nk-device-note").inner_text()
+            assert PAYLOADS["file"] in replay.locator(".nk-status").inner_text()
+            memory_table = memory.locator(".nk-events-table").inner_text()
+            assert PAYLOADS["kind"] in memory_table and PAYLOADS["seq"] in memory_table
+
+            # control: the same kind of payload, inserted as markup, does run in this page
+            page.evaluate("() => document.body.insertAdjacentHTML('beforeend', "
+                          "'<img id=nk-control src=x onerror=window.__nk_control=1>')")
+            page.wait_for_function("() => window.__nk_control === 1", timeout=10_000)
+        except Exception as exc:
+            screenshot(page, shot)
+            raise AssertionError(f"{exc}\n--- server log ---\n{tail(server_log)}") from exc
+        screenshot(page, shot)
+        browser.close()

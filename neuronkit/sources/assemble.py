@@ -1,21 +1,27 @@
-"""Assembling one CompileEvent from what torch's trace said about a compile: pure, no torch.
+"""Assembling CompileEvents from what torch's trace said about a compile: pure, no torch.
 
-The trace delivers, per compile, the input tensors with their sources, the guard-failure reasons
-and, last, the ``compilation_metrics`` record; a refused compile (recompile-limit hit) traces no
-inputs and its warning names the function. :func:`assemble` classifies the compile (first,
-recompile, limit_hit, failed), says what changed against the function's previous graph and
-updates that function's :class:`FunctionState`.
+The trace delivers, per compile, the input tensors with their sources, the guard-failure reasons,
+any graph-break reports and, last, the ``compilation_metrics`` record; a refused compile
+(recompile-limit hit) traces no inputs. :func:`assemble` classifies the compile (first,
+recompile, limit_hit, graph_break, failed), says what changed against the function's previous
+graph and updates that function's :class:`FunctionState`; :func:`break_events` gives the breaks a
+compiled frame resumed after; :func:`name_frame` names the compiled frame for people.
 """
 from __future__ import annotations
 
+import dis
+import inspect
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._torch_text import failure_reason, first_guard, size_mismatches
+from .._torch_text import BreakSite, break_cause, failure_reason, guard_text, is_torch_file, \
+    limit_failure, size_mismatches
 from ..events import CompileEvent, EventKind
 
-__all__ = ["FunctionState", "TracedParts", "assemble", "describe_change"]
+__all__ = ["FrameName", "FunctionState", "TracedParts", "assemble", "break_events",
+           "describe_change", "name_frame"]
 
 KEPT_METRICS = ("guard_count", "graph_node_count", "graph_op_count", "graph_input_count",
                 "cache_size", "accumulated_cache_size", "backend_compile_time_s",
@@ -31,15 +37,140 @@ class TracedParts:
     inputs: dict[str, list] = field(default_factory=dict)       # input name -> size
     backend: str | None = None
     device: str | None = None
+    breaks: list[BreakSite] = field(default_factory=list)       # graph breaks, in trace order
 
 
 @dataclass
 class FunctionState:
-    """Per (function, location): the last graph's input shapes, graphs so far, the device."""
+    """Per readable function: the last graph's input shapes, graphs so far, the device."""
 
     shapes: dict[str, list] | None = None
     graphs: int = 0
     device: str | None = None
+
+
+@dataclass
+class FrameName:
+    """The compiled frame, for people (``function``, ``location``: ``Qwen3ForCausalLM.forward
+    [decode]`` at ``modeling_qwen3.py:440``) and as torch saw it (``raw``, ``raw_location``:
+    ``wrapped_func`` at ``deprecation.py:121``); ``phase``: ``prefill``, ``decode`` or None."""
+
+    function: str
+    location: str
+    raw: str = ""
+    raw_location: str = ""
+    phase: str | None = None
+
+    def __post_init__(self) -> None:
+        self.raw = self.raw or self.function
+        self.raw_location = self.raw_location or self.location
+
+
+CACHE_ARGS = ("past_key_values", "cache", "past_key_value")
+
+
+def _wrapped_callable(code: types.CodeType, closure: Any) -> Any:
+    """The function a functools.wraps-style wrapper frame passes its call to, else None: the
+    code takes ``*args`` or ``**kwargs``, passes arguments on with ``f(*args, **kwargs)``, and a
+    closure cell holds a Python function or method (transformers' ``deprecate_kwarg`` and
+    ``can_return_tuple`` wrappers, accelerate's autocast wrapper of ``forward``)."""
+    if not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or not any(
+            i.opname == "CALL_FUNCTION_EX" for i in dis.get_instructions(code)):
+        return None
+    for cell in closure or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, (types.FunctionType, types.MethodType)) \
+                and getattr(value, "__code__", None) is not code:
+            return value
+    return None
+
+
+def _call_args(code: types.CodeType, f_locals: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The frame's call as ``(positional, keyword)`` arguments, read from its locals."""
+    names = code.co_varnames
+    n = code.co_argcount + code.co_kwonlyargcount
+    positional = [f_locals[a] for a in names[:code.co_argcount] if a in f_locals]
+    keyword = {a: f_locals[a] for a in names[code.co_argcount:n] if a in f_locals}
+    if code.co_flags & inspect.CO_VARARGS:
+        positional += list(f_locals.get(names[n], ()) or ())
+        n += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS and isinstance(f_locals.get(names[n]), dict):
+        keyword.update(f_locals[names[n]])
+    return positional, keyword
+
+
+def _length(value: Any, dim: int) -> int | None:
+    """Dim ``dim`` of a tensor-like argument's shape, else None."""
+    try:
+        return int(value.shape[dim])
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return None
+
+
+def phase_of(arguments: dict[str, Any]) -> str | None:
+    """``decode`` / ``prefill`` / None from a model call's arguments: with a KV cache passed
+    (``past_key_values`` / ``cache``), one new position is a decode step and more are a prefill
+    (chunked or speculative steps read as prefill, a one-token prompt as decode); no cache, no
+    phase (training, a plain forward). Only shapes are read, never tensor values."""
+    if not any(arguments.get(a) is not None for a in CACHE_ARGS):
+        return None
+    new = _length(arguments.get("input_ids"), -1)
+    if new is None:
+        new = _length(arguments.get("inputs_embeds"), -2)
+    if new is None:
+        new = _length(arguments.get("cache_position"), -1)
+    return None if new is None else "decode" if new == 1 else "prefill"
+
+
+def _bind(fn: Any, positional: list[Any], keyword: dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments by parameter name (``**kwargs`` ones by their own names)."""
+    try:
+        signature = inspect.signature(fn)
+        bound = dict(signature.bind_partial(*positional, **keyword).arguments)
+    except (TypeError, ValueError):
+        return dict(keyword)
+    for p in signature.parameters.values():
+        if p.kind is p.VAR_KEYWORD and isinstance(bound.get(p.name), dict):
+            bound.update(bound.pop(p.name))
+    return bound
+
+
+def name_frame(code: types.CodeType, f_locals: dict[str, Any] | None, closure: Any) -> FrameName:
+    """The compiled frame named for people. A functools.wraps-style wrapper (see
+    :func:`_wrapped_callable`) is named after what it wraps, unwrapped to the end
+    (``inspect.unwrap``): ``Class.method`` of the instance it was called on, at the method's own
+    ``file:line``; other frames keep their code name and place. ``[prefill]`` / ``[decode]`` is
+    added where :func:`phase_of` can tell."""
+    raw_location = f"{code.co_filename}:{code.co_firstlineno}"
+    f_locals = f_locals or {}
+    positional, keyword = _call_args(code, f_locals)
+    inner = _wrapped_callable(code, closure)
+    function, location, arguments = code.co_name, raw_location, None
+    if inner is not None:
+        owner = getattr(inner, "__self__", None)
+        if owner is not None:  # a bound method: its instance is not among the arguments
+            positional = [owner, *positional]
+        real = inspect.unwrap(getattr(inner, "__func__", inner))
+        owner = owner if owner is not None else (positional[0] if positional else None)
+        method = getattr(real, "__name__", code.co_name)
+        if owner is not None and not isinstance(owner, type) and \
+                callable(getattr(type(owner), method, None)):
+            function = f"{type(owner).__name__}.{method}"
+        else:
+            function = getattr(real, "__qualname__", method)
+        real_code = getattr(real, "__code__", None)
+        if real_code is not None:
+            location = f"{real_code.co_filename}:{real_code.co_firstlineno}"
+        arguments = _bind(real, positional, keyword)
+    else:
+        named = code.co_varnames[:code.co_argcount]
+        arguments = {**{a: f_locals[a] for a in named if a in f_locals}, **keyword}
+    phase = phase_of(arguments)
+    return FrameName(function + (f"[{phase}]" if phase else ""), location, code.co_name,
+                     raw_location, phase)
 
 
 def describe_change(previous: dict[str, list] | None, shapes: dict[str, list],
@@ -60,8 +191,8 @@ def describe_change(previous: dict[str, list] | None, shapes: dict[str, list],
     if not parts:  # torch lists the last-used graph's failure first
         parts = [f"{n} dim {d}: {a} -> {b}" for n, d, a, b in size_mismatches(reasons[0])] \
             if reasons else []
-    if not parts and reasons:  # not a size: the failed guard itself, without torch's comment
-        parts = [f"guard failed: {first_guard(reasons[0])}"]
+    if not parts and reasons:  # not a size: the failed guard in plain words
+        parts = [guard_text(reasons[0])]
     return _collapse(parts)
 
 
@@ -93,19 +224,39 @@ def _limit_shapes(previous: dict[str, list] | None, reasons: list[str]) -> dict[
     return {name: dims for name, dims in shapes.items() if dims}
 
 
+def _break_metrics(site: BreakSite | None, reason: str, resumed: bool,
+                   fallback_where: str = "") -> dict[str, Any]:
+    """``metrics["graph_break"]``: the user frame that broke, torch's reason, its cause."""
+    where = site.where if site else fallback_where
+    stack = site.frames if site else []
+    cause, words = break_cause(site.reason if site else reason, where, *stack)
+    return {"where": where, "reason": site.reason if site and site.reason else reason,
+            "cause": cause, "cause_text": words, "resumed": resumed, "stack": stack[-6:]}
+
+
+def _frame_metrics(name: FrameName) -> dict[str, Any]:
+    out: dict[str, Any] = {"frame": {"name": name.raw, "location": name.raw_location}}
+    if name.phase:
+        out["phase"] = name.phase
+    return out
+
+
 def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
-             state: FunctionState, function: str, location: str,
-             config_limit: int) -> CompileEvent:
+             state: FunctionState, name: FrameName, config_limit: int) -> CompileEvent:
     """The event for one compile (``m``: its metrics record; ``note``: torch's limit warning,
-    if one came; ``config_limit``: the recompile limit in force); updates ``state``."""
+    if one came; ``name``: the compiled frame, named; ``config_limit``: the recompile limit in
+    force); updates ``state``. A refused compile is a ``limit_hit`` even when no warning came
+    (torch's dynamo logging silenced): its metrics say so."""
     cached = m.get("accumulated_cache_size")  # graphs Dynamo holds for this code already
     fail_type = str(m.get("fail_type") or "")
-    limit = None
+    limit = note or limit_failure(fail_type, m.get("fail_reason"))
     kind: EventKind
-    if (note or "RecompileLimit" in fail_type
-            or "recompile limit" in str(m.get("fail_reason") or "").lower()):
+    if limit is not None:
         kind = "limit_hit"
-        limit = note or {"limit_type": "recompile_limit", "limit": config_limit}
+        if not isinstance(limit.get("limit"), int):
+            limit = {**limit, "limit": config_limit}
+    elif fail_type == "Unsupported":  # Dynamo met code it cannot trace and ran the frame eagerly
+        kind = "graph_break"
     elif fail_type:
         kind = "failed"
     elif cached == 0 or (cached is None and state.graphs == 0):
@@ -121,7 +272,7 @@ def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
         changed = describe_change(None, shapes, reasons)
     else:
         changed = describe_change(state.shapes, shapes, reasons)
-    if kind == "failed" and m.get("fail_reason"):  # why it failed comes first
+    if kind in ("failed", "graph_break") and m.get("fail_reason"):  # why it failed comes first
         reasons.insert(0, failure_reason(str(m["fail_reason"])))
     if kind in ("first", "recompile"):
         state.graphs = cached + 1 if isinstance(cached, int) else state.graphs + 1
@@ -130,14 +281,39 @@ def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
     state.device = device
     metrics: dict[str, Any] = {"dynamo": {k: m[k] for k in KEPT_METRICS
                                           if m.get(k) not in (None, [], "")}}
+    metrics.update(_frame_metrics(name))
     if limit is not None:
         metrics["limit"] = {"name": limit["limit_type"], "value": limit["limit"]}
-        if not state.graphs and isinstance(limit["limit"], int):
-            state.graphs = limit["limit"]  # its graphs were compiled before recording
+        if isinstance(limit["limit"], int) and limit["limit_type"] == "recompile_limit":
+            # the code held the limit's graphs when torch refused (a shared wrapper's graphs of
+            # other models, or graphs compiled before recording, included)
+            state.graphs = max(state.graphs, limit["limit"])
+    if kind == "graph_break":
+        user = m.get("fail_user_frame_filename")
+        at = f"{user}:{m.get('fail_user_frame_lineno')}" if user and not is_torch_file(user) else ""
+        site = parts.breaks[-1] if parts.breaks else None
+        metrics["graph_break"] = _break_metrics(site, reasons[0] if reasons else "", False,
+                                                at or name.location)
+        if at and site is not None and is_torch_file(site.where):
+            metrics["graph_break"]["where"] = at
     return CompileEvent(
-        compile_id=str(m.get("compile_id") or ""), function=function, location=location,
-        backend=parts.backend or "", device=device or "",
+        compile_id=str(m.get("compile_id") or ""), function=name.function,
+        location=name.location, backend=parts.backend or "", device=device or "",
         started_at=float(m.get("start_time") or time.time()),
         duration_s=float(m.get("entire_frame_compile_time_s") or 0.0),
         input_shapes=shapes, changed=changed, reasons=reasons, kind=kind,
         graph_count=state.graphs, metrics=metrics)
+
+
+def break_events(parts: TracedParts, compiled: CompileEvent, name: FrameName) -> list[CompileEvent]:
+    """One ``graph_break`` event per break a compiled frame resumed after (the graph it built is
+    ``compiled``: Dynamo split the function there and compiles the rest as a resume function)."""
+    if compiled.kind not in ("first", "recompile"):
+        return []
+    return [CompileEvent(
+        compile_id=compiled.compile_id, function=name.function, location=name.location,
+        backend=compiled.backend, device=compiled.device, started_at=compiled.started_at,
+        reasons=[site.reason] if site.reason else [], kind="graph_break",
+        graph_count=compiled.graph_count,
+        metrics={**_frame_metrics(name), "graph_break": _break_metrics(site, site.reason, True)})
+        for site in parts.breaks]

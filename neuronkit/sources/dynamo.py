@@ -4,10 +4,13 @@ torch's in-process structured trace (what ``TORCH_TRACE`` writes to files; logge
 ``torch.__trace``) delivers, per Dynamo compile, the input tensors and their sources, every
 guard-failure reason and, last, the ``compilation_metrics`` record. The tap gathers the parts and,
 when the last record arrives, has ``assemble`` build the event and hands it to every attached sink,
-exactly once. No Dynamo callbacks are used, so ``torch._dynamo.reset()`` (which wipes them) cannot
-unhook it; warm calls emit no trace records, so it costs nothing on them. A logging filter on
-``torch._dynamo.convert_frame`` reads torch's recompile-limit warning (the only place naming the
-function that hit it) and hides it when every sink is quiet.
+exactly once (a frame compiled up to a graph break adds a ``graph_break`` event). The compiled
+frame is named from Dynamo's own arguments on the stack (``name_frame``): transformers' shared
+decode wrapper ``wrapped_func`` becomes ``Qwen3ForCausalLM.forward[decode]``, torch's name staying
+in ``metrics["frame"]``. No Dynamo callbacks are used, so ``torch._dynamo.reset()`` (which wipes
+them) cannot unhook it; warm calls emit no trace records, so it costs nothing on them. A logging
+filter on ``torch._dynamo.convert_frame`` reads torch's recompile-limit warning and hides it when
+every sink is quiet; with dynamo logging silenced the metrics record alone says it was a hit.
 
 With ``recompile_limit.py``, the only module that touches ``torch._dynamo`` / ``torch._logging``
 internals.
@@ -15,13 +18,15 @@ internals.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
+from types import FrameType
 from typing import Any
 
-from .._torch_text import input_name, limit_note, parse_device, parse_reasons
+from .._torch_text import break_site, input_name, limit_note, parse_device, parse_reasons
 from ..events import CompileEvent
 from . import EventSink, say
-from .assemble import FunctionState, TracedParts, assemble
+from .assemble import FrameName, FunctionState, TracedParts, assemble, break_events, name_frame
 from .neuron import NEURON
 
 __all__ = ["TAP"]
@@ -36,6 +41,23 @@ def _config_limit() -> int:
     return int(torch._dynamo.config.recompile_limit)
 
 
+def _compiled_frame() -> FrameName | None:
+    """The frame Dynamo is compiling, named: read from ``convert_frame._compile``'s arguments
+    (``code``, ``locals``, ``closure``) on the current stack. Every trace record of a compile,
+    its metrics record and the recompile-limit warning included, is written inside that call."""
+    frame: FrameType | None = sys._getframe(1)
+    for _ in range(200):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == "_compile" and code.co_filename.endswith("convert_frame.py"):
+            args = frame.f_locals
+            if "code" in args:
+                return name_frame(args["code"], args.get("locals"), args.get("closure"))
+        frame = frame.f_back
+    return None
+
+
 class _Tap(logging.Handler):
     """One handler on torch's structured trace, shared by every attached sink."""
 
@@ -43,7 +65,7 @@ class _Tap(logging.Handler):
         super().__init__(level=logging.DEBUG)
         self.sinks: list[EventSink] = []
         self.pending: dict[tuple, TracedParts] = {}         # (frame_id, frame_compile_id) -> parts
-        self.frames: dict[Any, tuple[str, str]] = {}        # frame_id -> (function, location)
+        self.frames: dict[Any, FrameName] = {}              # frame_id -> its last name
         self.functions: dict[tuple[str, str], FunctionState] = {}
         self.limit_notes: dict[int, dict[str, Any]] = {}    # thread id -> torch's limit warning
         self.errors: list[BaseException] = []
@@ -85,6 +107,10 @@ class _Tap(logging.Handler):
             return True
         if note is None:
             return True
+        try:  # the refused call's own name (a shared wrapper serves several models)
+            note["name"] = _compiled_frame()
+        except Exception as exc:
+            self.errors.append(exc)
         self.limit_notes[threading.get_ident()] = note
         return not all(s.quiet for s in list(self.sinks))
 
@@ -129,8 +155,13 @@ class _Tap(logging.Handler):
                 parts.inputs[input_name(source)] = list(size)
                 parts.device = parts.device or parse_device(device)  # where it really ran
         elif "artifact" in md:
-            if md["artifact"].get("name") == "recompile_reasons":
+            name = md["artifact"].get("name")
+            if name == "recompile_reasons":
                 parts.reasons = parse_reasons(payload)
+            elif name == "dynamo_graph_break_reason":
+                site = break_site(payload)
+                if site is not None:
+                    parts.breaks.append(site)
         else:
             parts.backend = self._current_backend()
 
@@ -147,17 +178,34 @@ class _Tap(logging.Handler):
         """The compile's last record: assemble its event and hand it to every sink."""
         parts = self.pending.pop(key, None) or TracedParts()
         note = self.limit_notes.pop(threading.get_ident(), None)
-        function, location = m.get("co_name") or "", ""
-        if function:  # a limit hit's record names no function: take it from torch's warning
-            location = f"{m.get('co_filename')}:{m.get('co_firstlineno')}"
-            self.frames[key[0]] = (function, location)
-        elif note and note["function"]:
-            function, location = note["function"], note["location"]
-        else:
-            function, location = self.frames.get(key[0], ("?", ""))
-        state = self.functions.setdefault((function, location), FunctionState())
-        event = assemble(parts, m, note, state, function, location, _config_limit())
+        name = self._frame_name(key, m, note)
+        state = self.functions.setdefault((name.function, name.location), FunctionState())
+        event = assemble(parts, m, note, state, name, _config_limit())
         event.compile_id = event.compile_id or f"{key[0]}/{key[1]}"
+        for e in [event, *break_events(parts, event, name)]:
+            self._hand_out(e)
+        if event.kind == "limit_hit":
+            _warn_limit(event)
+
+    def _frame_name(self, key: tuple, m: dict[str, Any], note: dict[str, Any] | None) -> FrameName:
+        """The compile's frame, named: from Dynamo's frame on the stack, else from the metrics
+        record, else (a limit hit's record names no function) torch's warning or the last
+        name of the same frame id."""
+        try:
+            name = (note or {}).get("name") or _compiled_frame()
+        except Exception as exc:  # torch moved _compile: the raw names below
+            self._error(exc)
+            name = None
+        if name is None and m.get("co_name"):
+            where = f"{m.get('co_filename')}:{m.get('co_firstlineno')}"
+            name = FrameName(str(m["co_name"]), where)
+        elif name is None and note and note["function"]:
+            name = FrameName(note["function"], note["location"])
+        name = name or self.frames.get(key[0]) or FrameName("?", "")
+        self.frames[key[0]] = name
+        return name
+
+    def _hand_out(self, event: CompileEvent) -> None:
         try:
             NEURON.note_compile(event)  # which NEFF builds are its own; resolved at a safe point
         except Exception as exc:  # a broken torch_neuronx must not cost the event
@@ -167,8 +215,6 @@ class _Tap(logging.Handler):
                 sink.receive(event)
             except Exception as exc:  # e.g. its log file became unwritable: the others go on
                 self._error(exc)
-        if event.kind == "limit_hit":
-            _warn_limit(event)
 
 
 def _warn_limit(event: CompileEvent) -> None:

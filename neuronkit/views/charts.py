@@ -21,6 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.lines import Line2D
 
+from .safe import strip_control
 from ..events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels,
                      neff_seconds, short_label, total_seconds)
 
@@ -31,6 +32,12 @@ LIMIT_COLOUR = "#d62728"
 XLABELS = {"time": "seconds since the first compile", "call": "compile event number"}
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
             "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94"]
+
+
+def _plain(label: str) -> str:
+    """A label from a log as plain text: no control characters, and ``$`` not read as maths
+    (a crafted name like ``$\\frac{$`` would make matplotlib raise)."""
+    return strip_control(label, keep_newlines=False).replace("$", r"\$")
 
 
 class Figure(figure.Figure):
@@ -116,7 +123,7 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
         if not idx:
             continue
         ax.scatter([xs[i] for i in idx], [events[i].total_s for i in idx], s=36, linewidths=1.5,
-                   edgecolors=palette[key], label=short_label(key, 24), gid=key, zorder=3,
+                   edgecolors=palette[key], label=_plain(short_label(key, 24)), gid=_plain(key), zorder=3,
                    facecolors=[palette[key] if events[i].kind == "first" else "white" for i in idx])
         built = [i for i in idx if events[i].total_s > events[i].duration_s]
         if built:  # on Neuron: Dynamo's part up to the mark's foot, the NEFF build above it
@@ -129,6 +136,10 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
         forecast = " forecast" if all(events[i].forecast for i in kernels) else ""
         ax.scatter([xs[i] for i in kernels], [events[i].total_s for i in kernels], marker="D",
                    s=28, color="#795548", label=f"eager kernels ({n}{forecast})", zorder=4)
+    breaks = [i for i, e in enumerate(events) if e.kind == "graph_break"]
+    if breaks:
+        ax.scatter([xs[i] for i in breaks], [events[i].total_s for i in breaks], marker="|",
+                   s=80, color="#616161", label=f"graph break ({len(breaks)})", zorder=4)
     failed = [i for i, e in enumerate(events) if e.kind == "failed"]
     if failed:
         ax.scatter([xs[i] for i in failed], [events[i].total_s for i in failed], marker="x",
@@ -195,7 +206,7 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
         px, py = lines[name]
         if px:
             ax.step(px + [end], py + [py[-1]], where="post", color=palette[name], lw=1.8,
-                    label=f"{short_label(name, 24)} ({py[-1]})", gid=name)
+                    label=_plain(f"{short_label(name, 24)} ({py[-1]})"), gid=_plain(name))
     if hits:
         ax.scatter([h[0] for h in hits], [h[1] for h in hits], marker="X", s=90,
                    color=LIMIT_COLOUR, zorder=5, label="limit hit")

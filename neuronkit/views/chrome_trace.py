@@ -1,14 +1,59 @@
-"""A compile log as a Chrome trace (Perfetto / chrome://tracing): one slice per event."""
+"""A compile log as a Chrome trace (Perfetto / chrome://tracing): one slice per event.
+
+A log is untrusted input, so the trace is built as Python objects and written by ``json.dumps``
+only (never by string concatenation): names and args are JSON-escaped, control and bidi-override
+characters are stripped from every string (names on one line), numbers that are not finite (NaN,
+infinity: not JSON) become 0, a rank that is not an integer becomes pid 0, and ``< > &`` are
+written as ``\\u003c``-style escapes so the file is safe to embed in a page.
+"""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..events import CompileEvent, CompileLog, as_events, function_labels
+from .safe import strip_control
 
 __all__ = ["write_chrome_trace"]
+
+_HTML_SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+
+
+def _name(value: Any) -> str:
+    """A slice or row name: one clean line."""
+    return " ".join(strip_control(value, keep_newlines=False).split())
+
+
+def _clean(value: Any, depth: int = 0) -> Any:
+    """Args as JSON-ready data: strings without control characters (newlines and tabs kept),
+    finite numbers, containers cleaned recursively; anything else as its cleaned text."""
+    if value is None or isinstance(value, bool) or isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return strip_control(value)
+    if depth < 20 and isinstance(value, dict):
+        return {strip_control(k): _clean(v, depth + 1) for k, v in value.items()}
+    if depth < 20 and isinstance(value, (list, tuple)):
+        return [_clean(v, depth + 1) for v in value]
+    return strip_control(str(value))
+
+
+def _number(value: Any) -> float:
+    """A finite float (0 for what is not one)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+def _pid(rank: Any) -> int:
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else 0
 
 
 def write_chrome_trace(log: CompileLog | Iterable[CompileEvent],
@@ -20,43 +65,46 @@ def write_chrome_trace(log: CompileLog | Iterable[CompileEvent],
     Dynamo handed it over (the worker may have started it later: a queue is not recorded).
     """
     events = as_events(log)
-    t0 = min((e.started_at for e in events), default=0.0)
+    t0 = min((_number(e.started_at) for e in events), default=0.0)
     labels = function_labels(events)
     tids: dict[tuple[int, str], int] = {}
     trace: list[dict[str, Any]] = []
     for e in events:
-        label = labels[e.function, e.location]
-        key = (e.rank, label)
+        label = _name(labels[e.function, e.location])
+        pid, start, duration = _pid(e.rank), _number(e.started_at), _number(e.duration_s)
+        key = (pid, label)
         if key not in tids:
             tids[key] = len(tids) + 1
-            trace.append({"name": "thread_name", "ph": "M", "pid": e.rank, "tid": tids[key],
+            trace.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tids[key],
                           "args": {"name": label or "?"}})
         trace.append({
-            "name": f"{label} [{e.kind}]", "cat": "compile", "ph": "X",
-            "ts": round((e.started_at - t0) * 1e6, 3),
-            "dur": round(max(e.duration_s, 0.0) * 1e6, 3),
-            "pid": e.rank, "tid": tids[key],
-            "args": {"compile_id": e.compile_id, "kind": e.kind, "location": e.location,
-                     "changed": e.changed, "reasons": e.reasons, "context": e.context,
-                     "input_shapes": e.input_shapes, "graph_count": e.graph_count,
-                     "neff_compile_s": e.neff_compile_s, "neff_cache": e.neff_cache},
+            "name": _name(f"{label} [{e.kind}]"), "cat": "compile", "ph": "X",
+            "ts": round((start - t0) * 1e6, 3),
+            "dur": round(max(duration, 0.0) * 1e6, 3),
+            "pid": pid, "tid": tids[key],
+            "args": _clean({"compile_id": e.compile_id, "kind": e.kind, "location": e.location,
+                            "changed": e.changed, "reasons": e.reasons, "context": e.context,
+                            "input_shapes": e.input_shapes, "graph_count": e.graph_count,
+                            "neff_compile_s": e.neff_compile_s, "neff_cache": e.neff_cache}),
         })
-        if e.neff_compile_s and not e.metrics.get("neff_in_duration"):
-            worker = (e.rank, "neuronx-cc")
+        neff = _number(e.neff_compile_s)
+        if neff and not (isinstance(e.metrics, dict) and e.metrics.get("neff_in_duration")):
+            worker = (pid, "neuronx-cc")
             if worker not in tids:
                 tids[worker] = len(tids) + 1
-                trace.append({"name": "thread_name", "ph": "M", "pid": e.rank,
+                trace.append({"name": "thread_name", "ph": "M", "pid": pid,
                               "tid": tids[worker], "args": {"name": "neuronx-cc (NEFF builds)"}})
             trace.append({
-                "name": f"{label} NEFF build", "cat": "neff", "ph": "X",
-                "ts": round((e.started_at + e.duration_s - t0) * 1e6, 3),
-                "dur": round(e.neff_compile_s * 1e6, 3), "pid": e.rank, "tid": tids[worker],
-                "args": {"seq": e.seq, "neff_cache": e.neff_cache, "context": e.context}})
-    for rank in sorted({e.rank for e in events}):
+                "name": _name(f"{label} NEFF build"), "cat": "neff", "ph": "X",
+                "ts": round((start + duration - t0) * 1e6, 3),
+                "dur": round(neff * 1e6, 3), "pid": pid, "tid": tids[worker],
+                "args": _clean({"seq": e.seq, "neff_cache": e.neff_cache, "context": e.context})})
+    for rank in sorted({_pid(e.rank) for e in events}):
         trace.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0,
                       "args": {"name": f"rank {rank}"}})
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}, default=str),
-                   encoding="utf-8")
+    text = json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}, allow_nan=False,
+                      ensure_ascii=True)
+    out.write_text(text.translate(_HTML_SAFE), encoding="utf-8")
     return out

@@ -1,12 +1,43 @@
-"""The ``neuronkit`` command line: doctor | demo | report LOG | cache [DIR]."""
+"""The ``neuronkit`` command line: doctor | demo | report LOG... | cache [DIR]."""
 from __future__ import annotations
 
 import argparse
+import glob
+import json
+import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
-__all__ = ["main"]
+from .safe import terminal_safe
+
+if TYPE_CHECKING:
+    from ..events import CompileLog
+
+__all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 2  # a missing or unreadable log, a file that cannot be written, a bad argument
+EXIT_FINDINGS = 3  # report --fail-on: a finding at or above that severity
+EXIT_CODES = f"""\
+exit codes:
+  {EXIT_OK}  done (report: printed, no finding at or above --fail-on)
+  1  cache --prune: some leftovers could not be removed
+  {EXIT_ERROR}  error: a missing or unreadable log or folder, an output that cannot be written,
+     a bad argument
+  {EXIT_FINDINGS}  report --fail-on SEVERITY: a finding at or above SEVERITY (the report is printed)
+"""
+
+
+DEFAULT_LIMIT = 50  # = neuronkit.views.text.DEFAULT_LIMIT (not imported: keeps --help light)
+REPORT_EPILOG = """\
+--json prints one object: format ("neuronkit-report"), version, logs, device, backend, ranks,
+wall_time_s, compile_s, neff_s, share_of_wall, counts {events, shown, not_shown, graphs, kinds,
+advice}, worst_severity, summary [per-function rows], advice [{severity, title, detail, fix,
+numbers}], events [the shown events: CompileEvent fields plus t_s and label]. Text from the log
+is printed without control characters or escape sequences; JSON escapes it (ASCII only).
+
+"""
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -30,21 +61,111 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 1 if result.failed else 0
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from ..events import CompileLog
-    from .text import format_report
+def _limit(text: str) -> int | None:
+    """``--limit``: an int >= 0, or "all"."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of events >= 0 or 'all', got {text!r}")
+    return value
 
-    log = CompileLog.load(args.log)
-    print(format_report(log))
-    if args.png:
+
+def _log_paths(args: Sequence[str]) -> list[Path]:
+    """The logs named (a pattern the shell left unexpanded is expanded here), each once."""
+    paths: list[Path] = []
+    for arg in args:
+        path = Path(arg)
+        if not path.exists() and glob.has_magic(arg):
+            matched = sorted(glob.glob(arg))
+            if not matched:
+                raise FileNotFoundError(f"no compile log matches {arg!r}")
+            paths += map(Path, matched)
+        elif path.is_dir():
+            raise ValueError(f"{path} is a folder: name the compile logs in it "
+                             f"(neuronkit report {path / '*.jsonl'})")
+        else:
+            paths.append(path)
+    unique: dict[Path, Path] = {}
+    for path in paths:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
+
+
+def _load(paths: list[Path]) -> "CompileLog":
+    from ..events import CompileLog
+
+    logs = [CompileLog.load(p) for p in paths]
+    if len(logs) == 1:
+        return logs[0]
+    seen: dict[Any, Path] = {}
+    for path, log in zip(paths, logs, strict=True):
+        for rank in sorted({e.rank for e in log.events}, key=str):
+            if rank in seen:
+                print(terminal_safe(f"neuronkit report: note: {seen[rank]} and {path} both hold "
+                                    f"rank {rank}: their events count as one rank"),
+                      file=sys.stderr)
+            seen.setdefault(rank, path)
+    return CompileLog.merge(logs)
+
+
+def _output(arg: str | None, logs: list[Path], suffix: str) -> Path | None:
+    """Where to write: ``arg``, or inside it when it is a folder (or ends with a slash):
+    ``<log stem><suffix>`` (``<first log stem>-merged<suffix>`` for several logs)."""
+    if arg is None:
+        return None
+    path = Path(arg)
+    if arg.endswith(("/", os.sep)) or path.is_dir():
+        path = path / (logs[0].stem + ("-merged" if len(logs) > 1 else "") + suffix)
+    if path.resolve() in {p.resolve() for p in logs}:
+        raise ValueError(f"{path} is a compile log given to read: name another file to write")
+    return path
+
+
+def _write(what: str, path: Path, write: Callable[[], Path], to: TextIO, note: str = "") -> None:
+    try:
+        written = write()
+    except OSError as exc:
+        raise ValueError(f"cannot write the {what} to {path}: {exc.strerror or exc}; name a "
+                         "file (or a folder) you can write to") from exc
+    print(terminal_safe(f"{what} written to {written}{note}"), file=to)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..advice import SEVERITIES, diagnose
+    from .text import format_report, report_data
+
+    paths = _log_paths(args.logs)
+    png = _output(args.png, paths, ".timeline.png")
+    trace = _output(args.chrome_trace, paths, ".trace.json")
+    log = _load(paths)
+    advice = diagnose(log)
+    if args.json:
+        data = report_data(log, limit=args.limit, advice=advice)
+        data["logs"] = [str(p) for p in paths]
+        print(json.dumps(data, indent=2, ensure_ascii=True, default=str))
+    else:
+        print(format_report(log, limit=args.limit, advice=advice))
+    notes = sys.stderr if args.json else sys.stdout  # JSON on stdout stays parseable
+    if png is not None:
         from .charts import save_png, timeline
 
-        print(f"chart written to {save_png(timeline(log), args.png)}")
-    if args.chrome_trace:
+        _write("chart", png, lambda: save_png(timeline(log), png), notes)
+    if trace is not None:
         from .chrome_trace import write_chrome_trace
 
-        print(f"Chrome trace written to {write_chrome_trace(log, args.chrome_trace)} "
-              "(open it in https://ui.perfetto.dev or chrome://tracing)")
+        _write("Chrome trace", trace, lambda: write_chrome_trace(log, trace), notes,
+               " (open it in https://ui.perfetto.dev or chrome://tracing)")
+    if args.fail_on:
+        worst = SEVERITIES[: SEVERITIES.index(args.fail_on) + 1]
+        failing = [a for a in advice if a.severity in worst]
+        if failing:
+            print(f"neuronkit report: {len(failing)} finding(s) at or above {args.fail_on} "
+                  f"(--fail-on {args.fail_on}): exit {EXIT_FINDINGS}", file=sys.stderr)
+            return EXIT_FINDINGS
     return 0
 
 
@@ -57,8 +178,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="neuronkit",
-        description="See, explain and stop recompiles of Hugging Face models on AWS Trainium.")
+        prog="neuronkit", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="See, explain and stop recompiles of Hugging Face models on AWS Trainium.",
+        epilog=EXIT_CODES)
     from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"neuronkit {__version__}")
@@ -78,11 +200,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-dir", default=None, help="where to write the compile logs (JSONL)")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("report", help="print the events, summary and advice of a compile log")
-    p.add_argument("log", type=Path, help="a compile log (JSONL) written by neuronkit")
-    p.add_argument("--png", type=Path, default=None, help="also save the timeline chart here")
-    p.add_argument("--chrome-trace", type=Path, default=None,
-                   help="also write a Chrome/Perfetto trace here")
+    p = sub.add_parser(
+        "report", help="print the events, summary and advice of compile logs",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=REPORT_EPILOG + EXIT_CODES,
+        description="Print the compile report of one log, or of several merged in start-time\n"
+                    "order (one per rank: neuronkit report logs/*.jsonl).")
+    p.add_argument("logs", nargs="+", metavar="LOG",
+                   help="compile logs (JSONL) written by neuronkit; several are merged")
+    p.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
+                   help=f"show the N most recent events, or 'all' (default {DEFAULT_LIMIT}); "
+                        "the summary and advice always cover every event")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as JSON (keys below) instead of text")
+    p.add_argument("--fail-on", choices=("warning", "critical"), default=None,
+                   help=f"exit {EXIT_FINDINGS} when a finding is at or above this severity "
+                        "(for CI: fail on recompiles)")
+    p.add_argument("--png", default=None, metavar="PATH",
+                   help="also save the timeline chart here (a folder: <log stem>.timeline.png in "
+                        "it)")
+    p.add_argument("--chrome-trace", default=None, metavar="PATH",
+                   help="also write a Chrome/Perfetto trace here (a folder: <log stem>.trace.json "
+                        "in it)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("cache", help="summarise a Neuron compile cache folder; --prune cleans it")
@@ -106,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        print(f"neuronkit {args.command}: error: {exc}", file=sys.stderr)
+        print(f"neuronkit {args.command}: error: {terminal_safe(exc)}", file=sys.stderr)
         return 2
 
 

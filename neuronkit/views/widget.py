@@ -23,8 +23,8 @@ from traitlets import link
 from ..events import CompileLog
 from .charts import dashboard_chart, png_bytes
 from .dashboard_state import DTYPES, PADDINGS, SWEEP_ORDERS, DashboardState
-from .html import (STYLE, advice_html, escape, events_table_html, graph_counts_html,
-                   replay_note, status_html)
+from .html import STYLE, advice_html, events_table_html, graph_counts_html, replay_note, status_html
+from .safe import html_text, strip_control
 
 __all__ = ["RecompileDashboard"]
 
@@ -32,6 +32,7 @@ CHART_EVERY_S = 0.5       # redraw the chart at most this often while events str
 PADDING_LABELS = {"none": "none (each prompt its own length)", "max": "pad to the largest bucket",
                   "buckets": "buckets"}
 LOAD_TIP = "load_model() on the chosen device, then check_placement()"
+OPTION_WIDTH = 80         # a device/backend label longer than this is cut (a replayed header's)
 
 # -------------------------------------------------------------------------- the widget
 
@@ -42,8 +43,25 @@ def _styled(widget: w.Widget, css_class: str, **layout: Any) -> Any:
     return widget
 
 
+def _options(values: Any) -> list[Any]:
+    """Dropdown options for device/backend names: the values as the state holds them, shown
+    with clean labels. A replayed log's header may hold anything: where a name is not one clean
+    line (control or bidi characters, newlines, very long), it gets a (label, value) pair whose
+    label is cleaned and cut short; plain names stay plain options."""
+    values = list(values)
+    labels = []
+    for value in values:
+        label = " ".join(strip_control(value, keep_newlines=False).split()) or "?"
+        if len(label) > OPTION_WIDTH:
+            label = label[:OPTION_WIDTH - 1] + "…"
+        labels.append(label)
+    if labels == [str(v) for v in values]:
+        return values
+    return list(zip(labels, values, strict=True))
+
+
 def _panel(title: str, *rows: w.Widget, css_class: str) -> w.VBox:
-    box = w.VBox([w.HTML(f'<div class="nk-section">{escape(title)}</div>'), *rows],
+    box = w.VBox([w.HTML(f'<div class="nk-section">{html_text(title)}</div>'), *rows],
                  layout=w.Layout(border="1px solid #ddd", padding="4px 8px", margin="4px 0"))
     return _styled(box, css_class)
 
@@ -71,7 +89,7 @@ class RecompileDashboard(w.VBox):
         self.model_path = _styled(w.Text(description="Model", style=label,
                                          placeholder="empty: the embedded tiny model"),
                                   "nk-model-path", width="420px")
-        self.device = _styled(w.Dropdown(options=s.device_options, description="Device",
+        self.device = _styled(w.Dropdown(options=_options(s.device_options), description="Device",
                                          style=label), "nk-device", width="220px")
         self.dtype = _styled(w.Dropdown(options=DTYPES, description="dtype", style=label),
                              "nk-dtype", width="220px")
@@ -92,7 +110,7 @@ class RecompileDashboard(w.VBox):
                                   width="260px")
         self.plan_button = self._button("Plan from prompts", "nk-plan", self.plan, "",
                                         "plan_buckets() over the prompt lengths sent so far")
-        self.backend = _styled(w.Dropdown(options=s.backend_options, description="Backend",
+        self.backend = _styled(w.Dropdown(options=_options(s.backend_options), description="Backend",
                                           style=label), "nk-backend", width="220px")
         self.generate_button = self._button("Generate", "nk-generate", self.generate, "success",
                                             "generate() under the compile recorder")
@@ -170,13 +188,16 @@ class RecompileDashboard(w.VBox):
         self._show_model()
         self._show_text()
         self._show_advice()
-        self.redraw()
+        try:
+            self.redraw()
+        except Exception as exc:  # a log the chart cannot draw still shows its table and advice
+            self.state.fail(exc)
 
     def _show_backends(self, change: Any = None) -> None:
         """The backend choices follow the selected device (the state keeps its backend)."""
         with self.backend.hold_trait_notifications():
-            self.backend.options = list(self.state.backend_options)
-        if self.state.backend in self.backend.options:
+            self.backend.options = _options(self.state.backend_options)
+        if self.state.backend in self.state.backend_options:
             self.backend.value = self.state.backend
 
     @classmethod
@@ -186,7 +207,8 @@ class RecompileDashboard(w.VBox):
 
     def __repr__(self) -> str:
         s = self.state
-        what = "live" if s.mode == "live" else f"replay of {Path(s.source).name}"
+        name = strip_control(Path(s.source).name, keep_newlines=False)  # no escapes on a tty
+        what = "live" if s.mode == "live" else f"replay of {name}"
         return f"<RecompileDashboard: {what}>"
 
     # -- actions (what the buttons call) -----------------------------------------------
@@ -270,10 +292,10 @@ class RecompileDashboard(w.VBox):
 
     def _show_model(self, change: Any = None) -> None:
         s = self.state
-        self.device_note.value = f'<div class="nk-muted">{escape(s.device_note)}</div>'
+        self.device_note.value = f'<div class="nk-muted">{html_text(s.device_note)}</div>'
         if s.placement:
             css = "nk-good" if s.placement_ok else "nk-bad"
-            self.placement.value = f'<pre class="{css}">{escape(s.placement)}</pre>'
+            self.placement.value = f'<pre class="{css}">{html_text(s.placement)}</pre>'
         else:
             self.placement.value = ""
 
@@ -282,8 +304,8 @@ class RecompileDashboard(w.VBox):
 
     def _show_text(self, change: Any = None) -> None:
         s = self.state
-        self.output_text.value = (f'<pre class="nk-text">{escape(s.generated_text)}</pre>'
-                                  f'<div class="nk-muted">{escape(s.run_summary)}</div>'
+        self.output_text.value = (f'<pre class="nk-text">{html_text(s.generated_text)}</pre>'
+                                  f'<div class="nk-muted">{html_text(s.run_summary)}</div>'
                                   if s.generated_text else
                                   '<div class="nk-muted">Nothing generated yet.</div>')
 

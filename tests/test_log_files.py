@@ -1,0 +1,381 @@
+"""A log file is untrusted input: what a damaged, hand-edited, truncated, foreign or shared file
+does to ``CompileLog.load`` and to the recorders that write it.
+
+The probe classes: bad types and missing fields, garbage lines, truncation and a crash mid-write,
+invalid UTF-8, damaged headers, a folder for a file, bad update and wall-time lines, two
+recorders (one process, two processes) on one path, and writes that fail.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+from neuronkit import events as events_module
+from neuronkit.events import (FORMAT, FORMAT_VERSION, CompileEvent, CompileLog, LogFolderError,
+                              LogFormatError)
+
+HEADER = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "device": "cpu"})
+
+
+def good(n: int, **fields) -> str:
+    """Event line ``n`` as the recorder writes it; ``fields`` replace what it wrote."""
+    event = CompileEvent(seq=n, compile_id=f"0/{n}", function="forward", location="m.py:1",
+                         started_at=1_700_000_000.0 + n, duration_s=0.5,
+                         input_shapes={"x": [2, 3 + n]}, kind="first" if n == 0 else "recompile")
+    return json.dumps({**event.to_dict(), **fields})
+
+
+def write(tmp_path, *lines: str | bytes, name: str = "log.jsonl"):
+    path = tmp_path / name
+    data = b"".join((line if isinstance(line, bytes) else line.encode()) + b"\n" for line in lines)
+    path.write_bytes(data)
+    return path
+
+
+def load_warning(path) -> tuple[CompileLog, str]:
+    """The log and its one warning (exactly one)."""
+    with pytest.warns(UserWarning) as caught:
+        log = CompileLog.load(path)
+    assert len(caught) == 1, [str(w.message) for w in caught]
+    return log, str(caught[0].message)
+
+
+# -- schema: every line checked ---------------------------------------------------------------
+def test_an_empty_object_is_not_a_phantom_graph_at_time_zero(tmp_path):
+    path = write(tmp_path, HEADER, good(0), "{}", good(1))
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == [0, 1]
+    assert min(e.started_at for e in log.events) > 1e9  # no event at t=0 (a 56-year timeline)
+    assert str(path) in message
+    assert "skipped 1 bad line: line 3 (missing seq, function)" in message
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("duration_s", "slow", "duration_s: expected a number, got 'slow'"),
+    ("input_shapes", [[2, 3]], "input_shapes: expected an object, got [[2, 3]]"),
+    ("input_shapes", {"x": "2x3"}, "input_shapes: 'x' expected a list of sizes, got '2x3'"),
+    ("input_shapes", {"x": [2, None]}, "input_shapes: 'x' expected a list of sizes"),
+    ("kind", "exploded", "kind: expected one of first, recompile"),
+    ("seq", -1, "seq: expected an integer >= 0, got -1"),
+    ("seq", "3", "seq: expected an integer, got '3'"),
+    ("rank", True, "rank: expected an integer, got True"),
+    ("started_at", None, "started_at: expected a number, got None"),
+    ("duration_s", -2.0, "duration_s: expected seconds (a finite number >= 0), got -2.0"),
+    ("reasons", "guard failed", "reasons: expected a list, got 'guard failed'"),
+    ("reasons", ["ok", 7], "reasons: expected a list of strings"),
+    ("metrics", [], "metrics: expected an object, got []"),
+    ("neff_cache", "somewhere", "neff_cache: expected one of compiled, disk_hit, memory_hit"),
+    ("neff_compile_s", "94", "neff_compile_s: expected a number or null, got '94'"),
+    ("ops", {"aten::mm": -1}, "ops: 'aten::mm' expected an integer >= 0, got -1"),
+    ("forecast", "yes", "forecast: expected true or false, got 'yes'"),
+])
+def test_a_wrongly_typed_field_skips_its_line_and_names_the_field(tmp_path, field, value, said):
+    path = write(tmp_path, HEADER, good(0), good(1, **{field: value}), good(2))
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == [0, 2]  # the good lines, all of them
+    assert f"line 3 ({said}" in message
+
+
+def test_non_finite_numbers_are_skipped(tmp_path):
+    path = write(tmp_path, HEADER, good(0, started_at=float("nan")), good(1, duration_s=1e400),
+                 good(2))
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == [2]
+    assert "line 2 (started_at: expected a finite time, got nan)" in message
+    assert "line 3 (duration_s: expected seconds (a finite number >= 0), got inf)" in message
+
+
+def test_views_of_a_log_with_bad_lines_do_not_crash(tmp_path):
+    import neuronkit as nk
+    from neuronkit.views.chrome_trace import write_chrome_trace
+    from neuronkit.views.text import format_report
+
+    path = write(tmp_path, HEADER, good(0), good(1, duration_s="slow"),
+                 good(2, input_shapes=[2, 3]), "{}", good(3, reasons=None), good(4))
+    log, _ = load_warning(path)
+    assert [e.seq for e in log.events] == [0, 4]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # each view loads the file again: the same warning
+        assert "forward" in format_report(path, limit=10)
+        assert nk.diagnose(log) and log.summary()[0]["graphs"] == 2
+        json.loads(write_chrome_trace(log, tmp_path / "t.json").read_text())
+
+
+def test_unknown_fields_are_kept_out_but_the_event_is_kept(tmp_path):
+    path = write(tmp_path, HEADER, good(0, from_the_future={"x": 1}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log = CompileLog.load(path)
+    assert [e.seq for e in log.events] == [0]
+
+
+def test_a_version_1_log_without_the_newer_fields_loads_without_a_warning(tmp_path):
+    old = {k: v for k, v in json.loads(good(0)).items()
+           if k not in ("calls", "neff_compile_s", "neff_cache", "kernels", "ops", "forecast")}
+    path = write(tmp_path, json.dumps({"format": FORMAT, "version": 1}), json.dumps(old))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log = CompileLog.load(path)
+    assert log.events[0].input_shapes == {"x": [2, 3]} and log.events[0].ops == {}
+
+
+# -- garbage, truncation, a crash mid-write -----------------------------------------------------
+def test_garbage_lines_are_named_and_counted_in_one_warning(tmp_path):
+    lines = [HEADER] + [good(i) if i % 2 == 0 else f"garbage {i}" for i in range(30)]
+    path = write(tmp_path, *lines)
+    log, message = load_warning(path)
+    assert len(log.events) == 15
+    assert "skipped 15 bad lines: line 3 (not JSON: Expecting value at column 1)" in message
+    assert ", and 5 more" in message  # ten named, the rest counted
+    assert message.endswith("kept 15 events")
+
+
+def test_non_object_lines_and_a_second_header(tmp_path):
+    path = write(tmp_path, HEADER, good(0), "[1, 2]", "null", HEADER, good(1))
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == [0, 1]
+    assert "line 3 (expected a JSON object, got list)" in message
+    assert "line 4 (expected a JSON object, got NoneType)" in message
+    assert "line 5 (a second header line: two writers shared this file)" in message
+
+
+def test_a_truncated_last_line_is_the_only_loss(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text(HEADER + "\n" + good(0) + "\n" + good(1)[:-20])  # no newline: cut short
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == [0]
+    assert "line 3 (truncated last line" in message
+
+
+def test_a_write_that_failed_mid_line_loses_only_that_line(tmp_path, monkeypatch):
+    """A full disk in the middle of a line: the next line starts on a line of its own."""
+    path = tmp_path / "log.jsonl"
+    log = CompileLog(path=path)
+    log.append(CompileEvent(function="f", kind="first", started_at=1.0))
+
+    class HalfWrite:  # events.py's os, whose write stops half way with ENOSPC
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @staticmethod
+        def write(fd, data):
+            os.write(fd, bytes(data[: len(data) // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(events_module, "os", HalfWrite())
+    with pytest.raises(OSError, match="No space"):
+        log.append(CompileEvent(function="f", started_at=2.0))
+    monkeypatch.undo()
+    log.append(CompileEvent(function="f", started_at=3.0))
+    loaded, message = load_warning(path)
+    assert [(e.seq, e.started_at) for e in loaded.events] == [(0, 1.0), (2, 3.0)]
+    assert "line 3 (not JSON" in message
+    assert [e.seq for e in log.events] == [0, 1, 2]  # memory kept all three
+
+
+def test_a_log_file_deleted_while_recording_is_written_again_whole(tmp_path):
+    path = tmp_path / "logs" / "log.jsonl"
+    log = CompileLog(path=path)
+    log.append(CompileEvent(function="f", kind="first", started_at=1.0))
+    path.unlink()
+    path.parent.rmdir()
+    log.append(CompileEvent(function="f", started_at=2.0))  # before: a file with no header
+    assert [e.started_at for e in CompileLog.load(path).events] == [1.0, 2.0]
+
+
+def test_a_big_log_with_one_bad_line_keeps_every_other_line(tmp_path):
+    """Lines are parsed in chunks: a bad line sends its chunk down the line-by-line path."""
+    lines = [HEADER] + [good(i) for i in range(5000)]
+    lines[3210] = good(3209, duration_s="slow")
+    lines.insert(4000, "")  # blank lines are nothing
+    path = write(tmp_path, *lines)
+    log, message = load_warning(path)
+    assert len(log.events) == 4999 and 3209 not in {e.seq for e in log.events}
+    assert "skipped 1 bad line: line 3211 (duration_s" in message
+
+
+def test_lines_that_only_parse_together_are_not_read_as_one(tmp_path):
+    path = write(tmp_path, HEADER, '{"seq": 0, "kind": "first", "function": "f", "started_at": 1,'
+                 ' "input_shapes": {"x": [1', '2]}}', good(1))
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == [1]
+    assert "line 2 (not JSON" in message and "line 3 (not JSON" in message
+
+
+# -- invalid UTF-8 -------------------------------------------------------------------------------
+def test_one_invalid_utf8_byte_costs_at_most_its_line(tmp_path):
+    inside_a_string = good(1, context="step \udcff").encode().replace(b"\\udcff", b"\xff")
+    outside = b'{"seq": 2, \xff "kind": "first"}'
+    path = write(tmp_path, HEADER, good(0), inside_a_string, outside, good(3))
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == [0, 1, 3]
+    assert log.events[1].context == "step \ufffd"
+    assert "line 4 (not JSON" in message
+    assert "invalid UTF-8 read as U+FFFD on line 3, 4" in message
+
+
+# -- headers and paths ---------------------------------------------------------------------------
+@pytest.mark.parametrize("header, match", [
+    ({"format": FORMAT}, r"header line has no \"version\": a damaged header"),
+    ({"format": FORMAT, "version": "2"}, r"log format version '2', not a version number"),
+    ({"format": FORMAT, "version": 1.5}, r"log format version 1.5, not a version number"),
+    ({"format": FORMAT, "version": 0}, r"version 0, not a version number: a damaged header"),
+    ({"format": FORMAT, "version": FORMAT_VERSION + 1}, r"Upgrade neuronkit"),
+])
+def test_each_damaged_header_has_its_own_message(tmp_path, header, match):
+    path = write(tmp_path, json.dumps(header), good(0))
+    with pytest.raises(LogFormatError, match=match) as caught:
+        CompileLog.load(path)
+    if header.get("version") != FORMAT_VERSION + 1:
+        assert "Upgrade" not in str(caught.value)
+
+
+def test_a_folder_is_not_found_but_a_folder(tmp_path):
+    with pytest.raises(LogFolderError, match=r"is a folder, not a compile log: pass a \.jsonl"):
+        CompileLog.load(tmp_path)
+    assert issubclass(LogFolderError, IsADirectoryError) and issubclass(LogFolderError, ValueError)
+
+
+def test_a_damaged_header_wall_time_or_ranks_is_dropped(tmp_path):
+    header = json.dumps({"format": FORMAT, "version": 2, "wall_time_s": "long", "ranks": 3})
+    log, message = load_warning(write(tmp_path, header, good(0)))
+    assert log.wall_time_s is None and "ranks" not in log.header
+    assert "line 1 (header wall_time_s: expected a number, got 'long')" in message
+    assert "line 1 (header ranks: expected a list of ranks, got 3)" in message
+    assert log.summary()[0]["share_of_wall"] is None
+
+
+# -- update and wall-time lines ------------------------------------------------------------------
+def test_update_lines_are_checked_like_events(tmp_path):
+    path = write(tmp_path, HEADER, good(0), good(1),
+                 json.dumps({"update": 0, "neff_compile_s": 94.2, "neff_cache": "compiled"}),
+                 json.dumps({"update": 1, "kind": "failed"}),
+                 json.dumps({"update": 1, "neff_compile_s": "slow"}),
+                 json.dumps({"update": 1, "neff_cache": "elsewhere"}),
+                 json.dumps({"update": 7, "neff_compile_s": 1.0}),
+                 json.dumps({"update": "0", "neff_compile_s": 1.0}))
+    log, message = load_warning(path)
+    assert (log.events[0].neff_compile_s, log.events[0].neff_cache) == (94.2, "compiled")
+    assert (log.events[1].kind, log.events[1].neff_compile_s, log.events[1].neff_cache) == (
+        "recompile", None, None)
+    assert "line 5 (kind: an update line may set only neff_compile_s, neff_cache)" in message
+    assert "line 6 (neff_compile_s: expected a number or null, got 'slow')" in message
+    assert "line 7 (neff_cache: expected one of compiled" in message
+    assert "line 8 (updates event 7, which the log does not hold)" in message
+    assert "line 9 (update: expected an event's seq (an integer >= 0), got '0')" in message
+
+
+def test_wall_time_lines_are_checked(tmp_path):
+    path = write(tmp_path, HEADER, good(0), json.dumps({"wall_time_s": 10.0}),
+                 json.dumps({"wall_time_s": "forever"}), json.dumps({"wall_time_s": -1}))
+    log, message = load_warning(path)
+    assert log.wall_time_s == 10.0
+    assert "line 4 (wall_time_s: expected a number, got 'forever')" in message
+    assert "line 5 (wall_time_s: expected seconds" in message
+
+
+# -- recorders sharing a path ---------------------------------------------------------------------
+def recorder(path, **kw):
+    from neuronkit.recorder import CompileRecorder
+
+    return CompileRecorder(path, device="cpu", backend="eager", rank=0, **kw)
+
+
+def test_a_second_recorder_on_an_active_recorders_path_is_refused(tmp_path):
+    from neuronkit.recorder import LogPathInUseError
+
+    path = tmp_path / "compile.jsonl"
+    outer = recorder(path).start()
+    try:
+        outer.record(kind="eager_fallback", function="f", calls=1)
+        with pytest.raises(LogPathInUseError, match=r"already the log of another CompileRecorder "
+                                                    r"of this process.*nk\.rank_log_path"):
+            recorder(path)  # before: truncated the outer recorder's file
+        with pytest.raises(LogPathInUseError):
+            recorder(tmp_path / "." / "compile.jsonl")  # the same file by another name
+        outer.record(kind="eager_fallback", function="f", calls=2)
+    finally:
+        outer.stop()
+    assert [e.calls for e in CompileLog.load(path).events] == [1, 2]
+    after = recorder(path)  # a stopped recorder lets its path go
+    after.record(kind="eager_fallback", function="g", calls=3)
+    assert [e.function for e in CompileLog.load(path).events] == ["g"]
+
+
+def test_a_restart_after_another_recorder_rewrote_the_file_is_refused(tmp_path):
+    from neuronkit.recorder import LogPathInUseError
+
+    path = tmp_path / "compile.jsonl"
+    first = recorder(path)
+    with first:
+        first.record(kind="eager_fallback", function="first", calls=1)
+    with recorder(path) as second:
+        second.record(kind="eager_fallback", function="second", calls=1)
+    with pytest.raises(LogPathInUseError, match=r"changed since this recorder stopped"):
+        first.start()  # appending would mix two logs in one file
+    assert not first.active and len(first.events) == 1
+    assert [e.function for e in CompileLog.load(path).events] == ["second"]
+    first.log.save(tmp_path / "first.jsonl")  # what the error says: elsewhere, then go on
+    with first:
+        first.record(kind="eager_fallback", function="first again", calls=1)
+    assert [e.function for e in CompileLog.load(tmp_path / "first.jsonl").events] == [
+        "first", "first again"]
+    third = recorder(tmp_path / "third.jsonl")
+    with third:
+        third.record(kind="eager_fallback", function="a", calls=1)
+    with third:
+        third.record(kind="eager_fallback", function="b", calls=1)
+    assert [e.function for e in CompileLog.load(tmp_path / "third.jsonl").events] == ["a", "b"]
+
+
+def test_a_stopped_recorder_whose_file_was_taken_keeps_its_events_in_memory(tmp_path):
+    path = tmp_path / "compile.jsonl"
+    first = recorder(path)
+    with recorder(path) as second:
+        second.record(kind="eager_fallback", function="second", calls=1)
+        with pytest.warns(RuntimeWarning, match="could not write a compile event"):
+            first.record(kind="eager_fallback", function="first", calls=1)
+    assert [e.function for e in first.events] == ["first"] and first.log.path is None
+    assert [e.function for e in CompileLog.load(path).events] == ["second"]
+
+
+def test_a_folder_as_log_path_is_refused_clearly(tmp_path):
+    with pytest.raises(IsADirectoryError, match=r"is a folder: pass a \.jsonl file"):
+        recorder(tmp_path)
+
+
+HOLDER = textwrap.dedent("""
+    import sys
+    from neuronkit.recorder import CompileRecorder
+    rec = CompileRecorder(sys.argv[1], device="cpu", backend="eager", rank=0).start()
+    rec.record(kind="eager_fallback", function="other process", calls=1)
+    print("recording", flush=True)
+    sys.stdin.read()                  # until the test lets go (or kills it)
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock: POSIX only")
+def test_two_processes_on_one_path_and_a_killed_holder_leaves_no_lock(tmp_path):
+    from neuronkit.recorder import LogPathInUseError
+
+    path = tmp_path / "compile.jsonl"
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "recording"
+        with pytest.raises(LogPathInUseError, match="a recorder in another process"):
+            recorder(path)
+        assert [e.function for e in CompileLog.load(path).events] == ["other process"]
+    finally:
+        child.kill()
+        child.wait(60)
+    with recorder(path) as rec:  # the OS dropped the dead process's lock
+        rec.record(kind="eager_fallback", function="this process", calls=1)
+    assert [e.function for e in CompileLog.load(path).events] == ["this process"]
