@@ -298,3 +298,14 @@ def test_the_chrome_trace_has_a_neff_build_slice(tmp_path):
     trace = json.loads(write_chrome_trace(events, tmp_path / "t.json").read_text())["traceEvents"]
     builds = [t for t in trace if t.get("cat") == "neff"]
     assert [(b["ts"], b["dur"]) for b in builds] == [(2.0e6, 90.0e6)]   # after Dynamo's 2 s
+
+
+def test_only_launch_blocking_1_is_sync_mode(clean_env, monkeypatch):
+    """As torch-neuronx (and neuronkit doctor) read it: "true" leaves the build asynchronous."""
+    monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "true")
+    with installed_fake() as fake:
+        fake.plan("compiled", duration_s=30.0)
+        with nk.CompileRecorder() as rec:
+            compiled()(torch.ones(3))
+    assert "neff_in_duration" not in rec.events[0].metrics
+    assert rec.events[0].total_s == pytest.approx(rec.events[0].duration_s + 30.0)

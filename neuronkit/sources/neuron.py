@@ -20,6 +20,7 @@ warning. With ``NEURON_LAUNCH_BLOCKING=1`` the build runs inside Dynamo's time (
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -35,7 +36,6 @@ __all__ = ["NEURON", "NeuronSource", "KERNELS_FUNCTION", "op_of_key", "is_graph_
 KERNELS_FUNCTION = "eager kernels"   # the function name of ``kernels`` events
 _GRAPH_KEY = re.compile(r"^[0-9a-f]{64}(_|$)")          # sha256 base key of a compiled graph
 _OP_END = re.compile(r"_t\d+_")                           # "aten::add.Tensor_t0_(2, 3)_..."
-_BLOCKING = ("1", "true", "TRUE", "yes", "YES")
 
 
 class _Settling(Protocol):
@@ -59,6 +59,12 @@ def op_of_key(key: str) -> str:
     match = _OP_END.search(key)
     head = key[:match.start()] if match else ""
     return head if head and "::" in head else "?"
+
+
+def _blocking() -> bool:
+    """Sync mode: exactly "1" (torch_neuronx sets its build's default at import, so once it is
+    loaded the variable is there; any other value is async, as doctor says)."""
+    return os.environ.get("NEURON_LAUNCH_BLOCKING") == "1"
 
 
 def _module() -> Any | None:
@@ -110,12 +116,10 @@ class NeuronSource:
     def baseline(self, recorder: object) -> None:
         """A recorder starts: the kernels compiled before now are not its own (no sync)."""
         module = _module()
-        if module is None or os.environ.get("NEURON_LAUNCH_BLOCKING", "") in _BLOCKING:
+        if module is None or _blocking():
             return
         with self._lock:
             self._same_module(module)
-        if getattr(getattr(module, "_C", None), "_get_all_cache_keys", None) is None:
-            return  # said once, at the first safe point
         keys = self._private(module, "_get_all_cache_keys")
         with self._lock:
             self._kernel_keys[id(recorder)] = {str(k) for k in keys or ()}
@@ -135,7 +139,7 @@ class NeuronSource:
             lo, self._counted = self._counted, now
         if now > lo:
             event.metrics["neuron_graphs"] = [self._epoch, lo, now]
-            if os.environ.get("NEURON_LAUNCH_BLOCKING", "") in _BLOCKING:
+            if _blocking():
                 event.metrics["neff_in_duration"] = True
 
     # -- at a safe point ----------------------------------------------------------------------
@@ -149,13 +153,15 @@ class NeuronSource:
             self._same_module(module)
         pending = [e for e in recorder.events if e.neff_cache is None and e.neff_compile_s is None
                    and isinstance(e.metrics.get("neuron_graphs"), list)]
+        # the C++ cache's entries, read at most once per safe point and only if needed
+        cache_entries = functools.cache(lambda: self._cache_entries(module))
         if pending:
             entries = self._fetch(module, max(e.metrics["neuron_graphs"][2] for e in pending))
             if entries is not None:
-                self._resolve(recorder, pending, entries, module)
+                self._resolve(recorder, pending, entries, cache_entries)
         else:
             self._sync_for_kernels(module)
-        self._record_kernels(recorder, module)
+        self._record_kernels(recorder, module, cache_entries)
 
     def forget(self, recorder: object) -> None:
         """Drop what a stopped recorder had seen of the kernel cache."""
@@ -186,8 +192,9 @@ class NeuronSource:
             sync()
 
     def _resolve(self, recorder: _Settling, pending: list[CompileEvent], entries: list[Any],
-                 module: Any) -> None:
-        built = self._built_keys(module)
+                 cache_entries: Callable[[], list[dict[str, Any]] | None]) -> None:
+        cache = cache_entries()
+        built = None if cache is None else {str(e.get("cache_key", "")) for e in cache}
         for event in pending:
             epoch, lo, hi = event.metrics["neuron_graphs"]
             if epoch != self._epoch or hi > len(entries):
@@ -210,24 +217,20 @@ class NeuronSource:
             state = next((s for s in ("compiled", "disk_hit", "memory_hit") if s in states), None)
             recorder.update(event.seq, neff_compile_s=round(seconds, 6), neff_cache=state)
 
-    def _built_keys(self, module: Any) -> set[str] | None:
+    def _cache_entries(self, module: Any) -> list[dict[str, Any]] | None:
+        """``_C._get_compilation_cache_entries()`` (in-memory entries, no sync), or None."""
         entries = self._private(module, "_get_compilation_cache_entries")
-        if entries is None:
-            return None
-        return {str(e.get("cache_key", "")) for e in entries if isinstance(e, dict)}
+        return None if entries is None else [e for e in entries if isinstance(e, dict)]
 
     def _kernels_readable(self, module: Any) -> bool:
-        if os.environ.get("NEURON_LAUNCH_BLOCKING", "") in _BLOCKING:
+        if _blocking():
             self._warn_once("blocking", "NEURON_LAUNCH_BLOCKING=1: eager ops bypass the compilation "
                             "cache, so their kernels are not counted (unset it to see them)")
             return False
-        if getattr(getattr(module, "_C", None), "_get_all_cache_keys", None) is None:
-            self._warn_once("_get_all_cache_keys", "torch_neuronx._C._get_all_cache_keys is not "
-                            "available in this version: eager kernels are not recorded")
-            return False
-        return True
+        return self._private_fn(module, "_get_all_cache_keys") is not None
 
-    def _record_kernels(self, recorder: _Settling, module: Any) -> None:
+    def _record_kernels(self, recorder: _Settling, module: Any,
+                        cache_entries: Callable[[], list[dict[str, Any]] | None]) -> None:
         if not self._kernels_readable(module):
             return
         keys = self._private(module, "_get_all_cache_keys")
@@ -241,8 +244,7 @@ class NeuronSource:
         if not new:
             return
         times = {str(e.get("cache_key")): float(e.get("compilation_time_ms") or 0.0)
-                 for e in self._private(module, "_get_compilation_cache_entries") or []
-                 if isinstance(e, dict)}
+                 for e in cache_entries() or []}
         ms = sum(times.get(k, 0.0) for k in new)
         recorder.record(kind="kernels", function=KERNELS_FUNCTION, kernels=len(new),
                         ops=dict(Counter(op_of_key(k) for k in new).most_common()),
@@ -250,12 +252,18 @@ class NeuronSource:
                         reasons=[f"{len(new)} new eager-op kernel(s) compiled since the last safe "
                                  "point"])
 
-    def _private(self, module: Any, name: str) -> Any | None:
-        """``torch_neuronx._C.<name>()``, or None (with one warning) when missing or failing."""
+    def _private_fn(self, module: Any, name: str) -> Callable[[], Any] | None:
+        """``torch_neuronx._C.<name>``, or None (with one warning) when this version lacks it."""
         fn: Callable[[], Any] | None = getattr(getattr(module, "_C", None), name, None)
         if fn is None:
             self._warn_once(name, f"torch_neuronx._C.{name} is not available in this version: "
                             "eager kernels are not recorded")
+        return fn
+
+    def _private(self, module: Any, name: str) -> Any | None:
+        """``torch_neuronx._C.<name>()``, or None (with one warning) when missing or failing."""
+        fn = self._private_fn(module, name)
+        if fn is None:
             return None
         try:
             return fn()
