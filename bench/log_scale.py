@@ -170,14 +170,16 @@ def _steps(path: Path) -> list[tuple[str, Callable[[dict[str, Any]], Any]]]:
         return f"{len(state['log'])} events"
 
     def summary(state: dict[str, Any]) -> Any:
-        return f"{len(state['log'].summary())} rows"
+        state["summary"] = state["log"].summary()
+        return f"{len(state['summary'])} rows"
 
     def diagnose(state: dict[str, Any]) -> Any:
         state["advice"] = nk.diagnose(state["log"])
         return f"{len(state['advice'])} findings"
 
-    def report(state: dict[str, Any]) -> Any:  # the findings just made, as the CLI passes them
-        text = format_report(state["log"], limit=REPORT_LIMIT, advice=state["advice"])
+    def report(state: dict[str, Any]) -> Any:  # the rows and findings just made, as the CLI does
+        text = format_report(state["log"], limit=REPORT_LIMIT, advice=state["advice"],
+                             summary=state["summary"])
         state["report_kb"] = len(text.encode()) / 1e3
         return (f"limit={REPORT_LIMIT}: {len(text.splitlines())} lines, "
                 f"{state['report_kb']:.0f} kB")

@@ -43,6 +43,7 @@ CACHE_NAME = re.compile(r"past_key_values|key_cache|value_cache|layers\[\d+\]\.(
 
 
 @functools.lru_cache(maxsize=4096)  # pure, and called once per reason of a large log
+@functools.lru_cache(maxsize=4096)  # a log names the same few inputs over and over
 def input_name(source: str) -> str:
     """Dynamo's source text -> the user-facing input name (every wrapper removed):
     ``L['input_ids']`` -> ``input_ids``, ``L['kwargs']['cache'].layers[0].keys`` ->
@@ -320,6 +321,7 @@ _CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 
+@functools.lru_cache(maxsize=1024)  # a log repeats the same few breaks
 def break_cause(*texts: str) -> tuple[str, str]:
     """``(key, plain words)`` for what caused a graph break, from its reason and places:
     ``("item", "`.item()`: …")``, ``("fsdp", "FSDP's hooks …")``, ``("other", <reason>)``."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import textwrap
 from collections import defaultdict
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
@@ -20,9 +21,10 @@ from .advice_breaks import failure_findings, graph_break_findings, is_graph_brea
 from .advice_neuron import kernel_findings, neff_findings
 from .advice_shapes import CALLS_PER_LENGTH, MAX_SUGGESTED_BUCKETS, Series, consecutive, graphs_of, \
     graphs_per_rank, groups, is_generation, limit_value, per_rank, scalar_guards, series
+from ._gc import paused_gc
 from ._torch_text import first_guard, short_reason
 from .events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels, neff_seconds,
-                     shape_key)
+                     of_kind, shape_key)
 
 __all__ = ["Advice", "SEVERITIES", "Severity", "bucket_multiple", "diagnose", "is_graph_break"]
 
@@ -83,7 +85,7 @@ def _names(group: list[Series]) -> str:
 def _shape_findings(function: str, events: list[CompileEvent], multiple_of: int,
                     ranks: list[int]) -> list[Advice]:
     """What varied between the graphs of one function (``function``: its label)."""
-    shaped = [e for e in events if e.kind in (*GRAPH_KINDS, "limit_hit")]
+    shaped = of_kind(events, *GRAPH_KINDS, "limit_hit")
     varied = series(shaped)
     graphs = graphs_of(events)
     generation = (is_generation(events[0].function, shaped, varied)
@@ -110,7 +112,7 @@ def _shape_findings(function: str, events: list[CompileEvent], multiple_of: int,
     found += _python_scalars(function, shaped, graphs)
     # several first compiles under one name are several code objects (nested wrappers of one
     # method, each compiled once after a graph break): only recompiles say a guard changed
-    if not found and graphs > 1 and any(e.kind == "recompile" for e in events):
+    if not found and graphs > 1 and of_kind(events, "recompile"):
         found.append(_same_shapes(function, events, graphs))
     return found
 
@@ -260,12 +262,12 @@ def _python_scalars(function: str, events: list[CompileEvent], graphs: int) -> l
 
 
 def _same_shapes(function: str, events: list[CompileEvent], graphs: int) -> Advice:
-    reasons = [r for e in events if e.kind == "recompile" for r in e.reasons]
+    reasons = [r for e in of_kind(events, "recompile") for r in e.reasons]
     first = short_reason(reasons[0], 120) if reasons else "no reason recorded"
     guard = first_guard(reasons[0]) if reasons else ""
     nums = {"function": function, "graphs": graphs, "first_reason": first, "guard": guard}
     first += f" (torch's guard: `{guard}`)" if guard and guard != first else ""
-    inputs = {tuple(sorted(e.input_shapes)) for e in events if e.kind in GRAPH_KINDS}
+    inputs = {tuple(sorted(e.input_shapes)) for e in of_kind(events, *GRAPH_KINDS)}
     if len(inputs) > 1:  # one code object called with other arguments: a shared wrapper
         return Advice(
             f"{function}: {graphs} graphs for different arguments",
@@ -285,15 +287,15 @@ def _ran_eager(events: list[CompileEvent], ranks: list[int]) -> tuple[int, bool]
     """Shapes of one function that ran eager after a limit hit, on the rank with most, and
     whether that is exact: neuronkit counted them (``eager_fallback``), else only the refused
     compiles are known (one shape each; later eager calls leave no record)."""
-    eager = [e for e in events if e.kind == "eager_fallback"]
+    eager = of_kind(events, "eager_fallback")
     if eager:
         return max(len(_shapes([e for e in eager if e.rank == r])) for r in {e.rank for e in eager}), True
-    hits = [e for e in events if e.kind == "limit_hit"]
+    hits = of_kind(events, "limit_hit")
     return max(per_rank(hits, ranks).values(), default=0), False
 
 
 def _limit_hits(function: str, events: list[CompileEvent], ranks: list[int]) -> list[Advice]:
-    hits = [e for e in events if e.kind == "limit_hit"]
+    hits = of_kind(events, "limit_hit")
     if not hits:
         return []
     n, on, counts = on_ranks(hits, ranks)
@@ -303,7 +305,7 @@ def _limit_hits(function: str, events: list[CompileEvent], ranks: list[int]) -> 
     # (a wrapper shared by several models or phases, graphs compiled before recording)
     held = max([graphs, limit, *(e.graph_count for e in hits)])
     shapes, exact = _ran_eager(events, ranks)
-    eager = [e for e in events if e.kind == "eager_fallback"]
+    eager = of_kind(events, "eager_fallback")
     calls = max((sum(e.calls for e in eager if e.rank == r) for r in ranks), default=0) \
         if eager else None
     need = held + shapes
@@ -334,12 +336,13 @@ def _shapes(events: list[CompileEvent]) -> set[str]:
 
 
 def _ranks(events: list[CompileEvent], labels: dict[tuple[str, str], str]) -> list[Advice]:
-    seen: dict[int, set[tuple[str, str]]] = defaultdict(set)
-    for e in events:
-        if e.kind in GRAPH_KINDS:
-            seen[e.rank].add((labels[e.function, e.location],
-                               shape_key(e)))
-        seen.setdefault(e.rank, set())
+    seen: dict[int, set[tuple[str, str]]] = {rank: set() for rank in {e.rank for e in events}}
+    graphs = of_kind(events, *GRAPH_KINDS)
+    places = map(labels.__getitem__, zip(map(attrgetter("function"), graphs),
+                                         map(attrgetter("location"), graphs), strict=True))
+    for rank, seen_here in zip(map(attrgetter("rank"), graphs),
+                               zip(places, map(shape_key, graphs), strict=True), strict=True):
+        seen[rank].add(seen_here)
     if len(seen) < 2 or len({frozenset(s) for s in seen.values()}) == 1:
         return []
     common = set.intersection(*seen.values())
@@ -359,7 +362,9 @@ def _ranks(events: list[CompileEvent], labels: dict[tuple[str, str], str]) -> li
 def _compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
     seconds: dict[int, float] = defaultdict(float)
     for e in events:
-        seconds[e.rank] += e.total_s  # Dynamo + the NEFF build on Neuron
+        seconds[e.rank] += e.duration_s
+    for e in events if any(map(attrgetter("neff_compile_s"), events)) else ():
+        seconds[e.rank] += e.total_s - e.duration_s  # the NEFF build on Neuron
     total = max(seconds.values(), default=0.0)  # ranks compile side by side
     nums: dict[str, Any] = {"compile_s": round(total, 3), "events": len(events)}
     neff = neff_seconds(events)
@@ -379,23 +384,6 @@ def _compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
                   "warning" if high else "info", nums)
 
 
-def _owners(events: list[CompileEvent], labels: dict[tuple[str, str], str]) -> list[str]:
-    """Each event's function label; an ``eager_fallback`` event that names the raw frame of a
-    limit hit (``metrics["frame"]``: a wrapper shared by several models) joins that hit's
-    function, so its calls count where the limit was hit."""
-    hit_of: dict[tuple[int, str, str], str] = {}
-    out = []
-    for e in events:
-        label = labels[e.function, e.location]
-        frame = e.metrics.get("frame") if isinstance(e.metrics, dict) else None
-        if e.kind == "limit_hit" and isinstance(frame, dict):
-            hit_of[e.rank, str(frame.get("name")), str(frame.get("location"))] = label
-        elif e.kind == "eager_fallback":
-            label = hit_of.get((e.rank, e.function, e.location), label)
-        out.append(label)
-    return out
-
-
 def diagnose(log: CompileLog | Iterable[CompileEvent], *,
              multiple_of: int | None = None) -> list[Advice]:
     """Findings for a compile log (or a list of events), most severe first. Suggested buckets
@@ -406,10 +394,16 @@ def diagnose(log: CompileLog | Iterable[CompileEvent], *,
         return [Advice("no compile events", "Nothing was compiled while recording: either no "
                        "torch.compile work ran, or every shape was already compiled.",
                        "", "info", {"events": 0})]
+    with paused_gc():  # many containers, no cycles: see _gc.py
+        return _diagnose(events, multiple_of, getattr(log, "wall_time_s", None))
+
+
+def _diagnose(events: list[CompileEvent], multiple_of: int | None,
+              wall: float | None) -> list[Advice]:
     labels = function_labels(events)
     by_function: dict[str, list[CompileEvent]] = defaultdict(list)
-    for e, label in zip(events, _owners(events, labels), strict=True):
-        by_function[label].append(e)
+    for e in events:
+        by_function[labels[e.function, e.location]].append(e)
     ranks = sorted({e.rank for e in events})
     multiple = bucket_multiple(events) if multiple_of is None else multiple_of
     found = graph_break_findings(events, labels, ranks)
@@ -417,7 +411,7 @@ def diagnose(log: CompileLog | Iterable[CompileEvent], *,
         found += (_limit_hits(function, evs, ranks) + failure_findings(function, evs, ranks)
                   + _shape_findings(function, evs, multiple, ranks))
     found += _ranks(events, labels) + neff_findings(events) + kernel_findings(events)
-    graphs = {f: graphs_per_rank(evs) for f, evs in by_function.items()}
+    graphs = {} if found else {f: graphs_per_rank(evs) for f, evs in by_function.items()}
     if not found and all(n <= 1 for n in graphs.values()):
         found.append(Advice(
             "shapes are static: one graph per function",
@@ -426,4 +420,4 @@ def diagnose(log: CompileLog | Iterable[CompileEvent], *,
     found.sort(key=lambda a: SEVERITIES.index(a.severity))
     # the timing finding comes last whatever its severity: it depends on the machine's speed,
     # so the shape findings above it keep their place from run to run
-    return found + [_compile_share(events, getattr(log, "wall_time_s", None))]
+    return found + [_compile_share(events, wall)]

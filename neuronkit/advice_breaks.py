@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .advice_shapes import per_rank
 from ._torch_text import break_cause, limit_failure, short_reason
-from .events import CompileEvent
+from .events import CompileEvent, of_kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from .advice import Advice
@@ -66,7 +66,7 @@ def failure_findings(function: str, events: list[CompileEvent], ranks: list[int]
     """Compiles of one function that failed (not graph breaks): an error, critical."""
     from .advice import Advice
 
-    failed = [e for e in events if e.kind == "failed" and not is_graph_break(e)]
+    failed = [e for e in of_kind(events, "failed") if not is_graph_break(e)]
     if not failed:
         return []
     n, on, counts = on_ranks(failed, ranks)
@@ -110,7 +110,7 @@ def graph_break_findings(events: list[CompileEvent], labels: dict[tuple[str, str
     """One finding for every graph break of the log: what broke where, the fix per cause."""
     from .advice import Advice
 
-    breaks = [e for e in events if is_graph_break(e)]
+    breaks = [e for e in of_kind(events, "graph_break", "failed") if is_graph_break(e)]
     if not breaks:
         return []
     n, on, counts = on_ranks(breaks, ranks)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from .events import GRAPH_KINDS, CompileEvent
+from .events import GRAPH_KINDS, CompileEvent, of_kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from .advice import Advice
@@ -20,7 +20,7 @@ def neff_findings(events: list[CompileEvent]) -> list[Advice]:
     """How much of the compile time the neuronx-cc builds took, and how many the cache saved."""
     from .advice import Advice
 
-    graphs = [e for e in events if e.kind in GRAPH_KINDS and e.neff_cache is not None]
+    graphs = [e for e in of_kind(events, *GRAPH_KINDS) if e.neff_cache is not None]
     if not graphs:
         return []
     states = Counter(e.neff_cache for e in graphs)
@@ -46,7 +46,7 @@ def kernel_findings(events: list[CompileEvent]) -> list[Advice]:
 
     found = []
     for forecast in (False, True):
-        rows = [e for e in events if e.kind == "kernels" and e.forecast is forecast]
+        rows = [e for e in of_kind(events, "kernels") if e.forecast is forecast]
         if not rows:
             continue
         total = sum(e.kernels for e in rows)

@@ -9,14 +9,15 @@ and attention_mask), each with a role: the batch size, a KV-cache length or a se
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from itertools import chain
-from operator import attrgetter, itemgetter, methodcaller
+from collections import Counter, defaultdict
+from functools import cached_property
+from itertools import chain, compress
+from operator import attrgetter, itemgetter
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from ._torch_text import CACHE_NAME, input_name, limit_value_in, scalar_guard, size_mismatches
-from .events import GRAPH_KINDS, CompileEvent, shape_key
+from .events import GRAPH_KINDS, CompileEvent, of_kind, shape_key
 
 __all__ = ["CALLS_PER_LENGTH", "Series", "consecutive", "graphs_of", "graphs_per_rank", "groups",
            "is_generation", "limit_value", "per_rank", "plan", "scalar_guards", "series"]
@@ -25,17 +26,12 @@ __all__ = ["CALLS_PER_LENGTH", "Series", "consecutive", "graphs_of", "graphs_per
 
 def graphs_per_rank(events: list[CompileEvent]) -> int:
     """Graphs of one function: the most on any rank (a merged log repeats them once per rank)."""
-    counts: dict[int, int] = defaultdict(int)
-    for e in events:
-        if e.kind in GRAPH_KINDS:
-            counts[e.rank] += 1
-    return max(counts.values(), default=0)
+    return max(Counter(map(attrgetter("rank"), of_kind(events, *GRAPH_KINDS))).values(), default=0)
 
 
 def graphs_of(events: list[CompileEvent]) -> int:
     """Distinct graphs of one function over all ranks (by input shapes), at least any rank's count."""
-    shapes = {shape_key(e) for e in events
-              if e.kind in GRAPH_KINDS}
+    shapes = set(map(shape_key, of_kind(events, *GRAPH_KINDS)))
     return max(len(shapes), graphs_per_rank(events))
 
 
@@ -68,7 +64,7 @@ class Series:
     ndim: int | None
     values: list[tuple[int, int]] = field(default_factory=list)  # (event index, value)
 
-    @property
+    @cached_property  # read once the series is built
     def distinct(self) -> list[int]:
         return sorted(set(map(itemgetter(1), self.values)))
 
@@ -107,6 +103,12 @@ def series(events: list[CompileEvent]) -> dict[tuple[str, int], Series]:
         for reason in e.reasons:
             if "size mismatch" not in reason:  # what size_mismatches() looks for
                 continue
+            if reason.count("size mismatch") == 1:  # one mismatch, of a dim the shapes gave?
+                head, _, tail = reason.partition("' size mismatch at index ")
+                index = tail.partition(".")[0]
+                if index.isdigit() and (input_name(head.rpartition("tensor '")[2]),
+                                        int(index)) in out:
+                    continue
             mismatches = parsed.get(reason)
             if mismatches is None:
                 mismatches = parsed[reason] = size_mismatches(reason)
@@ -131,7 +133,10 @@ def groups(found: dict[tuple[str, int], Series], graph_at: set[int]) -> list[lis
     grouped: dict[tuple[bool, tuple], list[Series]] = {}
     for s in found.values():
         if len(s.distinct) > 1:
-            together = tuple([(i, v) for i, v in s.values if i in graph_at or i < 0])
+            at = map(graph_at.__contains__, map(itemgetter(0), s.values))  # -1: from a reason
+            together = tuple(compress(s.values, at)) if s.values[0][0] >= 0 else \
+                (s.values[0], *compress(s.values[1:], map(graph_at.__contains__,
+                                                          map(itemgetter(0), s.values[1:]))))
             grouped.setdefault((s.role == "batch", together), []).append(s)
     # a cache tensor leads its group: the masks sized to the cache follow it
     return [sorted(g, key=lambda s: s.role != "cache") for g in grouped.values()]
@@ -140,16 +145,18 @@ def groups(found: dict[tuple[str, int], Series], graph_at: set[int]) -> list[lis
 def is_generation(function: str, events: list[CompileEvent],
                   found: dict[tuple[str, int], Series]) -> bool:
     """Whether the events come from ``generate()``: a decoding wrapper or a KV cache."""
-    reasons = chain.from_iterable(map(attrgetter("reasons"), events))
-    return (function == "wrapper" or any(map(methodcaller("__contains__", "past_key_values"),
-                                             reasons))
-            or any(CACHE_NAME.search(n) or "cache_position" in n for n, _ in found))
+    return (function == "wrapper"
+            or any(CACHE_NAME.search(n) or "cache_position" in n for n, _ in found)
+            or "past_key_values" in "\n".join(chain.from_iterable(map(attrgetter("reasons"),
+                                                                      events))))
 
 
 def scalar_guards(events: list[CompileEvent]) -> dict[str, list[int]]:
     """Per guarded name, the values of failed ``name == <int>`` guards, in event order (the
     first reason of each event: the guard of the graph used last)."""
     found: dict[str, list[int]] = defaultdict(list)
+    if " == " not in "\n".join(chain.from_iterable(map(attrgetter("reasons"), events))):
+        return {}  # no guard of that form at all (one pass in C)
     for e in events:
         # a scalar guard reads "name == <int>": a reason without " == " has none
         guard = scalar_guard(e.reasons[0]) if e.reasons and " == " in e.reasons[0] else None

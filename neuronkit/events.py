@@ -18,22 +18,20 @@ skips what fails with one warning per file, keeping every good line.
 from __future__ import annotations
 
 import dataclasses
-import gc
-import itertools
 import json
-import math
 import os
 import threading
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+import msgspec
+
 __all__ = ["CompileEvent", "CompileLog", "EventKind", "FORMAT", "FORMAT_VERSION", "GRAPH_KINDS",
            "KINDS", "NEFF_CACHE_STATES", "REQUIRED", "UPDATABLE", "LogFolderError",
            "LogFormatError", "as_events",
-           "compile_seconds", "function_labels", "graphs", "neff_seconds", "shape_key",
+           "compile_seconds", "function_labels", "graphs", "neff_seconds", "of_kind", "shape_key",
            "short_label", "total_seconds"]
 
 FORMAT = "neuronkit-compile-log"
@@ -136,7 +134,8 @@ def compile_seconds(events: Iterable[CompileEvent]) -> float:
 
 def neff_seconds(events: Iterable[CompileEvent]) -> float:
     """The NEFF build seconds of the events (0 where unresolved or not Neuron)."""
-    return sum(float(e.neff_compile_s or 0.0) for e in events
+    built = [e for e in events if e.neff_compile_s]
+    return sum(float(e.neff_compile_s or 0.0) for e in built
                if not e.metrics.get("neff_in_duration"))
 
 
@@ -145,20 +144,21 @@ def total_seconds(events: Iterable[CompileEvent]) -> float:
     return sum(e.total_s for e in events)
 
 
-_SHAPE_KEYS: dict[str, str] = {}  # repr(input_shapes) -> its key: logs repeat a few shapes
+def of_kind(events: Iterable[CompileEvent], *kinds: str) -> list[CompileEvent]:
+    """The events of the given kinds, in order."""
+    wanted = frozenset(kinds)
+    return [e for e in events if e.kind in wanted]
+
+
+_SORTED_JSON = msgspec.json.Encoder(order="sorted").encode
 
 
 def shape_key(event: CompileEvent) -> str:
     """A hashable key of an event's input shapes (equal shapes, equal keys): sorted JSON."""
-    shapes = event.input_shapes
-    seen = repr(shapes)  # equal reprs, equal JSON; far cheaper than json.dumps
-    key = _SHAPE_KEYS.get(seen)
-    if key is None:
-        key = json.dumps(shapes, sort_keys=True)
-        if len(_SHAPE_KEYS) >= 16384:
-            _SHAPE_KEYS.clear()
-        _SHAPE_KEYS[seen] = key
-    return key
+    try:
+        return _SORTED_JSON(event.input_shapes).decode()
+    except TypeError:  # a hand-built event holding something JSON has no type for
+        return json.dumps(event.input_shapes, sort_keys=True, default=str)
 
 
 def as_events(log_or_events: "CompileLog | Iterable[CompileEvent]") -> list[CompileEvent]:
@@ -199,273 +199,6 @@ def short_label(label: str, width: int) -> str:
     if len(name) > room:  # the end tells resume functions apart: ..._at_375 / ..._at_472
         name = name[: room - 9] + "…" + name[-8:] if room >= 20 else name[: room - 1] + "…"
     return name + sep + where
-
-
-# -- reading a log file: every line checked, bad ones skipped and named ------------------------
-_NUMBER = (int, float)
-_TYPES: dict[str, tuple[type, ...]] = {  # the JSON types of each field (bool is not an int here)
-    "seq": (int,), "compile_id": (str,), "function": (str,), "location": (str,), "backend": (str,),
-    "device": (str,), "started_at": _NUMBER, "duration_s": _NUMBER, "input_shapes": (dict,),
-    "changed": (str,), "reasons": (list,), "kind": (str,), "graph_count": (int,), "rank": (int,),
-    "context": (str,), "metrics": (dict,), "calls": (int,), "neff_compile_s": (int, float, type(None)),
-    "neff_cache": (str, type(None)), "kernels": (int,), "ops": (dict,), "forecast": (bool,)}
-_WORDS = {(int,): "an integer", _NUMBER: "a number", (str,): "a string", (dict,): "an object",
-          (list,): "a list", (bool,): "true or false", (int, float, type(None)): "a number or null",
-          (str, type(None)): "a string or null"}
-_COUNTS = ("seq", "graph_count", "rank", "calls", "kernels")  # integers >= 0
-_KIND_SET = frozenset(KINDS)
-_CACHE_SET = frozenset(NEFF_CACHE_STATES)
-_EMPTY: dict[str, Any] = {}
-_DIM_TYPES = frozenset((int, str))
-_STR_TYPE = frozenset((str,))
-_LIST_TYPE = frozenset((list,))
-_INF = math.inf
-_SHOWN = 10  # bad lines named in the warning; the rest are counted
-_CHUNK = 2000  # lines parsed together
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _seconds_problem(name: str, value: Any, nullable: bool = False) -> str | None:
-    if (value is None and nullable) or 0 <= value < _INF:
-        return None
-    return f"{name}: expected seconds (a finite number >= 0), got {_show(value)}"
-
-
-def _event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
-    """What is wrong with an event line, or None. ``checked``: the (keys, types) signatures seen
-    well typed, so the usual line costs one set lookup and one expression; a line that fails
-    them is looked at field by field (:func:`_explain`) to name what is wrong."""
-    signature = (tuple(data), tuple(map(type, data.values())))
-    if signature not in checked:
-        problem = _explain(data)
-        if problem is None and len(checked) < 512:  # untrusted input: the table stays small
-            checked.add(signature)
-        return problem
-    get = data.get
-    neff, cache = get("neff_compile_s"), get("neff_cache")
-    dims = get("input_shapes", _EMPTY).values()
-    if (get("kind", "first") in _KIND_SET and data["seq"] >= 0 and get("rank", 0) >= 0
-            and get("graph_count", 0) >= 0 and get("calls", 0) >= 0 and get("kernels", 0) >= 0
-            and -_INF < get("started_at", 0) < _INF and 0 <= get("duration_s", 0) < _INF
-            and (neff is None or 0 <= neff < _INF) and (cache is None or cache in _CACHE_SET)
-            and _LIST_TYPE.issuperset(map(type, dims))
-            and _DIM_TYPES.issuperset(map(type, itertools.chain.from_iterable(dims)))
-            and _STR_TYPE.issuperset(map(type, get("reasons", ())))
-            and (not get("ops") or all(type(n) is int and n >= 0 for n in data["ops"].values()))):
-        return None
-    return _explain(data)
-
-
-def _explain(data: dict[str, Any]) -> str | None:
-    """The first thing wrong with an event line, field by field (None: nothing)."""
-    missing = [name for name in REQUIRED if name not in data]
-    if missing:
-        return "missing " + ", ".join(missing)
-    for name, value in data.items():
-        allowed = _TYPES.get(name)
-        if allowed is not None and type(value) not in allowed:
-            return f"{name}: expected {_WORDS[allowed]}, got {_show(value)}"
-    if data.get("kind", "first") not in _KIND_SET:
-        return f"kind: expected one of {', '.join(KINDS)}, got {_show(data['kind'])}"
-    for name in _COUNTS:
-        if data.get(name, 0) < 0:
-            return f"{name}: expected an integer >= 0, got {data[name]!r}"
-    if not -_INF < data.get("started_at", 0) < _INF:
-        return f"started_at: expected a finite time, got {data['started_at']!r}"
-    problem = (_seconds_problem("duration_s", data.get("duration_s", 0))
-               or _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True))
-    if problem:
-        return problem
-    cache = data.get("neff_cache")
-    if cache is not None and cache not in _CACHE_SET:
-        return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {_show(cache)}"
-    for name, dims in data.get("input_shapes", {}).items():
-        if type(dims) is not list or not _DIM_TYPES.issuperset(map(type, dims)):
-            return f"input_shapes: {name!r} expected a list of sizes, got {_show(dims)}"
-    if not _STR_TYPE.issuperset(map(type, data.get("reasons", ()))):
-        return f"reasons: expected a list of strings, got {_show(data['reasons'])}"
-    for op, n in data.get("ops", {}).items():
-        if type(n) is not int or n < 0:
-            return f"ops: {op!r} expected an integer >= 0, got {_show(n)}"
-    return None
-
-
-def _update_problem(data: dict[str, Any]) -> str | None:
-    seq = data["update"]
-    if type(seq) is not int or seq < 0:
-        return f"update: expected an event's seq (an integer >= 0), got {_show(seq)}"
-    for name in data:
-        if name != "update" and name not in UPDATABLE:
-            return f"{name}: an update line may set only {', '.join(UPDATABLE)}"
-    if type(data.get("neff_compile_s")) not in (int, float, type(None)):
-        return f"neff_compile_s: expected a number or null, got {_show(data['neff_compile_s'])}"
-    cache = data.get("neff_cache")
-    if cache is not None and cache not in _CACHE_SET:
-        return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {_show(cache)}"
-    return _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True)
-
-
-def _wall_problem(value: Any) -> str | None:
-    if type(value) not in _NUMBER:
-        return f"wall_time_s: expected a number, got {_show(value)}"
-    return _seconds_problem("wall_time_s", value)
-
-
-class _Reader:
-    """Reads one log file line by line: the header, events, update and wall-time lines; keeps
-    the good lines and notes the bad ones for one warning."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.events: list[CompileEvent] = []
-        self.updates: list[tuple[int, dict[str, Any]]] = []
-        self.wall_time_s: float | None = None
-        self.bad: list[tuple[int, str]] = []
-        self.replaced: list[int] = []  # lines with invalid UTF-8, read with U+FFFD
-        self._checked: set[tuple] = set()
-        self._strings: dict[str, str] = {}  # one copy of each repeated name, place and label
-
-    def _text(self, number: int, raw: bytes) -> str:
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            self.replaced.append(number)
-            return raw.decode("utf-8", errors="replace")
-
-    def header(self, raw: bytes) -> dict[str, Any]:
-        path = self.path
-        if not raw:
-            raise LogFormatError(f"{path} is empty: not a neuronkit compile log")
-        try:
-            header = json.loads(self._text(1, raw))
-        except json.JSONDecodeError as exc:
-            raise LogFormatError(f"{path} does not start with a neuronkit header line: {exc}") from exc
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise LogFormatError(
-                f"{path} is not a neuronkit compile log (first line has no "
-                f"\"format\": \"{FORMAT}\"); write logs with neuronkit.CompileRecorder(log_path=...)")
-        expected = f"(neuronkit writes \"version\": {FORMAT_VERSION} on the first line)"
-        if "version" not in header:
-            raise LogFormatError(f"{path}: its header line has no \"version\": a damaged header, "
-                                 f"not a log neuronkit can read {expected}")
-        version = header["version"]
-        if type(version) is not int or version < 1:
-            raise LogFormatError(f"{path}: its header names log format version {version!r}, not a "
-                                 f"version number: a damaged header {expected}")
-        if version > FORMAT_VERSION:
-            raise LogFormatError(
-                f"{path} uses log format version {version!r}; this neuronkit reads up to "
-                f"{FORMAT_VERSION}. Upgrade neuronkit (pip install -U neuronkit) to read it.")
-        if "wall_time_s" in header:
-            problem = _wall_problem(header["wall_time_s"])
-            if problem:
-                self.bad.append((1, f"header {problem}"))
-                del header["wall_time_s"]
-            else:
-                self.wall_time_s = header["wall_time_s"]
-        ranks = header.get("ranks", [])
-        if type(ranks) is not list or any(type(r) is not int or r < 0 for r in ranks):
-            self.bad.append((1, f"header ranks: expected a list of ranks, got {_show(ranks)}"))
-            del header["ranks"]
-        return header
-
-    def chunk(self, first: int, raws: list[bytes]) -> None:
-        """Lines ``first``.. at once: one JSON array parse shares the C parser's work and its key
-        strings across the lines. Any doubt (a line that is not one ``{...}`` object, invalid
-        UTF-8, a count that does not match) and the chunk is read line by line instead."""
-        lines = [raw.rstrip() for raw in raws]
-        items: Any = None
-        if all(line[:1] == b"{" and line[-1:] == b"}" for line in lines):
-            try:
-                items = json.loads((b"[" + b",".join(lines) + b"]").decode("utf-8"))
-            except ValueError:  # not JSON, or not UTF-8: the lines say which
-                items = None
-        if (items is None or len(items) != len(lines)
-                or not all(type(data) is dict for data in items)):
-            for number, raw in enumerate(raws, start=first):
-                self.line(number, raw)
-            return
-        for number, data in enumerate(items, start=first):
-            self.item(number, data)
-
-    def line(self, number: int, raw: bytes) -> None:
-        text = self._text(number, raw)
-        if not text or text.isspace():
-            return
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            if not raw.endswith(b"\n"):
-                self.bad.append((number, "truncated last line: the writer stopped mid-line"))
-            else:
-                self.bad.append((number, f"not JSON: {exc.msg} at column {exc.colno}"))
-            return
-        if type(data) is not dict:
-            self.bad.append((number, f"expected a JSON object, got {type(data).__name__}"))
-            return
-        self.item(number, data)
-
-    def item(self, number: int, data: dict[str, Any]) -> None:
-        """One line's object: an event, an update or a wall time, kept if it fits the schema."""
-        if "seq" not in data:
-            if "update" in data:
-                problem = _update_problem(data)
-                if problem is None:
-                    self.updates.append((number, data))
-                    return
-            elif "wall_time_s" in data:
-                problem = _wall_problem(data["wall_time_s"])
-                if problem is None:
-                    self.wall_time_s = data["wall_time_s"]
-                    return
-            elif "format" in data:
-                problem = "a second header line: two writers shared this file"
-            else:
-                problem = _event_problem(data, self._checked)
-            self.bad.append((number, problem or "not an event, update or wall-time line"))
-            return
-        problem = _event_problem(data, self._checked)
-        if problem is not None:
-            self.bad.append((number, problem))
-            return
-        strings = self._strings  # one copy of each name, place and label a long log repeats
-        for name in ("function", "location", "backend", "device", "kind", "context"):
-            if name in data:
-                value = data[name]
-                data[name] = strings.setdefault(value, value)
-        self.events.append(CompileEvent.from_dict(data))
-
-    def finish(self) -> float | None:
-        """Apply the update lines, say what was skipped (one warning), return the wall time."""
-        by_seq = {e.seq: e for e in self.events}
-        for number, data in self.updates:
-            target = by_seq.get(data["update"])
-            if target is None:
-                self.bad.append((number, f"updates event {data['update']}, which the log does "
-                                 "not hold"))
-                continue
-            for name in UPDATABLE:
-                if name in data:
-                    setattr(target, name, data[name])
-        notes = []
-        if self.bad:
-            self.bad.sort()
-            shown = ", ".join(f"line {n} ({why})" for n, why in self.bad[:_SHOWN])
-            more = f", and {len(self.bad) - _SHOWN} more" if len(self.bad) > _SHOWN else ""
-            notes.append(f"skipped {len(self.bad)} bad line{'s' if len(self.bad) > 1 else ''}: "
-                         f"{shown}{more}")
-        if self.replaced:
-            lines = ", ".join(str(n) for n in self.replaced[:_SHOWN])
-            more = f" and {len(self.replaced) - _SHOWN} more" if len(self.replaced) > _SHOWN else ""
-            notes.append(f"invalid UTF-8 read as U+FFFD on line {lines}{more}")
-        if notes:
-            warnings.warn(f"{self.path}: " + "; ".join(notes) + f"; kept {len(self.events)} "
-                          "events", stacklevel=3)
-        return self.wall_time_s
 
 
 class CompileLog:
@@ -564,28 +297,13 @@ class CompileLog:
     def load(cls, path: str | os.PathLike[str]) -> "CompileLog":
         """Read a log. Lines that fail the schema (not JSON, a wrong type, a missing field, a
         truncated last line from a crash mid-write) are skipped with one warning naming them."""
+        from neuronkit.log_reader import read_log  # the schema checks live there
+
         path = Path(path)
-        if path.is_dir():
-            raise LogFolderError(f"{path} is a folder, not a compile log: pass a .jsonl file "
-                                 "(per-rank logs in a folder: nk.merge_logs(folder))")
-        if not path.is_file():
-            raise FileNotFoundError(f"compile log not found: {path}")
-        reader = _Reader(path)
-        collecting = gc.isenabled()
-        gc.disable()  # a long log is millions of new containers and no cycle: no GC passes
-        try:
-            with open(path, "rb") as fh:
-                header = reader.header(fh.readline())
-                number = 2
-                while raws := list(itertools.islice(fh, _CHUNK)):
-                    reader.chunk(number, raws)
-                    number += len(raws)
-        finally:
-            if collecting:
-                gc.enable()
-        log = cls(reader.events, header=header)
+        header, events, wall_time_s = read_log(path)
+        log = cls(events, header=header)
         log.path = path
-        log.wall_time_s = reader.finish()
+        log.wall_time_s = wall_time_s
         return log
 
     # -- views -------------------------------------------------------------------
@@ -667,12 +385,14 @@ class CompileLog:
                 row["graph_breaks"] += 1
             else:
                 row["failed"] += 1
-            row["compile_s"] += e.duration_s
+            seconds = e.duration_s
+            row["compile_s"] += seconds
             if e.neff_compile_s and not e.metrics.get("neff_in_duration"):
-                row["neff_s"] += float(e.neff_compile_s)
+                row["neff_s"] += e.neff_compile_s
+                seconds += e.neff_compile_s
             if kind != "graph_break":  # a resumed break carries no shapes of its own
                 shapes[key].add(shape_key(e))
-            per_rank[key][e.rank] += e.total_s
+            per_rank[key][e.rank] += seconds
         for key, row in rows.items():
             row["distinct_shapes"] = len(shapes[key])
             n = row["graphs"] + row["failed"]

@@ -173,6 +173,16 @@ def _raw_location(event: Any) -> str:
     return str(frame.get("location", event.location)) if isinstance(frame, dict) else event.location
 
 
+def eager_name(events: list[Any], raw_name: str, where: str) -> tuple[str, str]:
+    """The readable name and place of the decode frame at ``where`` (its raw place), as its
+    limit hit (else its decode graphs) was named: the eager calls count under that function."""
+    named = [e for e in events if _raw_location(e) == where and e.kind != "eager_fallback"]
+    if not named:
+        return raw_name, where
+    best = max(named, key=lambda e: (e.kind == "limit_hit", e.function.endswith("[decode]"), e.seq))
+    return best.function, best.location
+
+
 def record_eager_batch(rec: Any, model: Any, seen: int, key: tuple[int, int, int], steps: int,
                        backend: str | None, started_at: float) -> int:
     """Record a batch's decode calls as one ``eager_fallback`` event when torch ran them
@@ -184,7 +194,9 @@ def record_eager_batch(rec: Any, model: Any, seen: int, key: tuple[int, int, int
     if code is None or steps <= 0 or not LEDGER.ran_eager(model, key, kinds):
         return 0
     rows, bucket, cache_len = key
-    rec.record(kind="eager_fallback", function=code.co_name, location=where,
+    function, location = eager_name(rec.events, code.co_name, where)
+    rec.record(kind="eager_fallback", function=function, location=location,
+               metrics={"frame": {"name": code.co_name, "location": where}},
                backend=backend or "", started_at=started_at, calls=steps,
                input_shapes={"input_ids": [rows, 1], "cache": [rows, cache_len]},
                changed=f"bucket {bucket}, cache {cache_len}: no graph",

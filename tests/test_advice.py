@@ -476,22 +476,33 @@ def test_limit_advice_counts_the_graphs_the_code_held_not_only_those_recorded():
     assert "recompile_limit to at least 9 " in a.fix
 
 
-def test_eager_calls_are_counted_per_rank_and_found_under_the_raw_frame():
-    """Each rank ran 4 eager calls (not 8), and eager_fallback events that name the raw decode
-    wrapper (what nk.generate records) count for the function whose limit hit that wrapper."""
+def test_eager_calls_are_counted_per_rank_and_named_like_the_limit_hit():
+    """Each rank ran 4 eager calls (not 8), and the eager_fallback events nk.generate records
+    for the raw decode wrapper are named like the limit hit on that wrapper (eager_name), so
+    they count for that function."""
+    from neuronkit.recompile_limit import eager_name
+
     raw = {"name": "wrapped_func", "location": "/t/deprecation.py:121"}
     events = []
     for rank in (0, 1):
+        events += graphs("M.forward[prefill]", [{"x": [2, 9]}], rank=rank,
+                         location="/t/modeling.py:440", metrics={"frame": raw})
         events += graphs("M.forward[decode]", [{"x": [2, n]} for n in (1, 2)], rank=rank,
                          location="/t/modeling.py:440", metrics={"frame": raw})
         events.append(CompileEvent(function="M.forward[decode]", location="/t/modeling.py:440",
                                    kind="limit_hit", rank=rank, input_shapes={"x": [2, 3]},
                                    metrics={"frame": raw, "limit": {"name": "recompile_limit",
                                                                     "value": 2}}))
-        events += [CompileEvent(function="wrapped_func", location="/t/deprecation.py:121",
-                                kind="eager_fallback", rank=rank, calls=2,
-                                input_shapes={"input_ids": [2, 1], "cache": [2, c]})
+        events.append(CompileEvent(function="M.forward[prefill]", location="/t/modeling.py:440",
+                                   kind="recompile", rank=rank, input_shapes={"x": [2, 17]},
+                                   metrics={"frame": raw}))
+        name, place = eager_name(events, "wrapped_func", raw["location"])
+        assert (name, place) == ("M.forward[decode]", "/t/modeling.py:440")
+        events += [CompileEvent(function=name, location=place, kind="eager_fallback", rank=rank,
+                                calls=2, input_shapes={"input_ids": [2, 1], "cache": [2, c]},
+                                metrics={"frame": raw})
                    for c in (40, 72)]
+    assert eager_name(events, "g", "/t/elsewhere.py:1") == ("g", "/t/elsewhere.py:1")
     advices = diagnose(make_log(events))
     a = find(advices, "recompile limit hit")
     assert a.numbers["exact"] and a.numbers["eager_calls"] == 4 and a.numbers["shapes_seen"] == 4

@@ -379,3 +379,59 @@ def test_two_processes_on_one_path_and_a_killed_holder_leaves_no_lock(tmp_path):
     with recorder(path) as rec:  # the OS dropped the dead process's lock
         rec.record(kind="eager_fallback", function="this process", calls=1)
     assert [e.function for e in CompileLog.load(path).events] == ["this process"]
+
+
+# -- the fast path (events decoded together) and the line-by-line path agree --------------------
+MUTATIONS = [
+    {}, {"seq": -1}, {"seq": 1.0}, {"seq": True}, {"rank": -2}, {"calls": -1}, {"kernels": -3},
+    {"graph_count": "1"}, {"duration_s": -0.1}, {"duration_s": 1}, {"started_at": "now"},
+    {"kind": "exploit"}, {"kind": None}, {"neff_cache": "maybe"}, {"neff_cache": "disk_hit"},
+    {"neff_compile_s": -1}, {"neff_compile_s": 3}, {"input_shapes": {"x": [1, "s0"]}},
+    {"input_shapes": {"x": [1, 2.5]}}, {"input_shapes": {"x": 3}}, {"input_shapes": []},
+    {"reasons": ["a", 1]}, {"reasons": "a"}, {"ops": {"aten::mm": 2}}, {"ops": {"aten::mm": -2}},
+    {"ops": {"aten::mm": True}}, {"forecast": 1}, {"metrics": []}, {"function": 7},
+    {"extra_field": "kept out"},
+]
+
+
+@pytest.mark.parametrize("change", MUTATIONS,
+                         ids=lambda c: ",".join(f"{k}={v!r}" for k, v in c.items()) or "none")
+def test_the_block_decoder_and_the_line_checker_agree(tmp_path, change):
+    """Each line is judged the same whether its block decodes at once (msgspec) or line by line
+    (the checker that names the field): a crafted value never slips through the fast path."""
+    from neuronkit.log_reader import _event_problem
+
+    data = {**json.loads(good(1)), **change}
+    expected_ok = _event_problem(data, set()) is None
+    path = write(tmp_path, HEADER, good(0), json.dumps(data), good(2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        log = CompileLog.load(path)
+    assert ([e.seq for e in log.events] == [0, 1, 2]) is expected_ok
+    assert bool(caught) is not expected_ok
+
+
+def test_blocks_split_anywhere_keep_every_line_and_its_number(tmp_path, monkeypatch):
+    """A file is read in blocks: lines cut by a block's end, a line longer than a block, and a
+    bad line after several blocks are all read, and named by their real line number."""
+    from neuronkit import log_reader
+
+    lines = [HEADER] + [good(i) for i in range(300)]
+    lines[250] = good(249, kind="exploit")
+    lines.insert(100, json.dumps({"update": 5, "neff_compile_s": 2.0, "neff_cache": "compiled"}))
+    lines.insert(120, good(999, context="x" * 3000))  # longer than a block
+    path = write(tmp_path, *lines)
+    monkeypatch.setattr(log_reader, "_BLOCK", 1000)  # a few lines per block
+    log, message = load_warning(path)
+    assert len(log.events) == 300 and 249 not in {e.seq for e in log.events}
+    assert "line 253 (kind: expected one of" in message  # after the header, an update, event 999
+    assert log.events[5].neff_compile_s == 2.0 and log.events[5].neff_cache == "compiled"
+    assert [e.seq for e in log.events][:120] == [*range(118), 999, 118]
+
+
+def test_events_in_another_key_order_keep_their_place(tmp_path):
+    """A hand-written event (keys in another order) between neuronkit's lines stays in order."""
+    other = json.dumps({"function": "hand", "kind": "recompile", "seq": 1})
+    path = write(tmp_path, HEADER, good(0), other, good(2))
+    log = CompileLog.load(path)
+    assert [(e.seq, e.function) for e in log.events] == [(0, "forward"), (1, "hand"), (2, "forward")]

@@ -142,13 +142,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     png = _output(args.png, paths, ".timeline.png")
     trace = _output(args.chrome_trace, paths, ".trace.json")
     log = _load(paths)
-    advice = diagnose(log)
+    advice, summary = diagnose(log), log.summary()
     if args.json:
-        data = report_data(log, limit=args.limit, advice=advice)
+        data = report_data(log, limit=args.limit, advice=advice, summary=summary)
         data["logs"] = [str(p) for p in paths]
         print(json.dumps(data, indent=2, ensure_ascii=True, default=str))
     else:
-        print(format_report(log, limit=args.limit, advice=advice))
+        print(format_report(log, limit=args.limit, advice=advice, summary=summary))
     notes = sys.stderr if args.json else sys.stdout  # JSON on stdout stays parseable
     if png is not None:
         from .charts import save_png, timeline

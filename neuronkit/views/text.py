@@ -373,25 +373,27 @@ def _section(title: str, body: str) -> str:
 
 def format_report(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str],
                   limit: int | None = DEFAULT_LIMIT, *,
-                  advice: Sequence[Advice] | None = None) -> str:
+                  advice: Sequence[Advice] | None = None,
+                  summary: list[dict[str, Any]] | None = None) -> str:
     """The header line, the most recent ``limit`` events (None: all), the per-function summary
-    and the advice. ``advice``: the findings of ``diagnose(log)`` if already made (else made
-    here). Its own cost: one pass over the events, the summary, and the shown rows."""
+    and the advice. ``advice`` / ``summary``: ``diagnose(log)`` / ``log.summary()`` if already
+    made (else made here). Its own cost: one pass over the events and the shown rows."""
     log = _as_log(log)
     _check_limit(limit)
     facts = _facts(log)
-    rows = log.summary()
+    rows = log.summary() if summary is None else summary
     events = _events_text(log, limit, facts) if log.events else "no compile events"
-    summary = _summary_text(log, rows, facts) if rows else "no compile events"
+    per_function = _summary_text(log, rows, facts) if rows else "no compile events"
     return "\n\n".join([_header_line(log, facts), _section("Compile events", events),
-                        _section("Per function", summary),
+                        _section("Per function", per_function),
                         _section("Advice", format_advice(diagnose(log) if advice is None
                                                          else advice))]) + "\n"
 
 
 def report_data(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str],
                 limit: int | None = DEFAULT_LIMIT, *,
-                advice: Sequence[Advice] | None = None) -> dict[str, Any]:
+                advice: Sequence[Advice] | None = None,
+                summary: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report as JSON-ready data (``neuronkit report --json``): raw values, not cut.
 
     Keys: format, version, logs, device, backend, ranks, wall_time_s, compile_s, neff_s,
@@ -423,7 +425,7 @@ def report_data(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str
                    "graphs": sum(facts.kinds[k] for k in GRAPH_KINDS), "kinds": kinds,
                    "advice": {s: severities[s] for s in SEVERITIES}},
         "worst_severity": next((s for s in SEVERITIES if severities[s]), None),
-        "summary": log.summary(),
+        "summary": log.summary() if summary is None else summary,
         "advice": [{"severity": a.severity, "title": a.title, "detail": a.detail, "fix": a.fix,
                     "numbers": a.numbers} for a in findings],
         "events": [{"t_s": e.started_at - facts.t0, "label": facts.labels[e.function, e.location],
