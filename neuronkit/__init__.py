@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "tiny_model": "models", "PlacementReport": "models",
     "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shapes", "ShapeAudit": "shapes",
     "generate": "generation", "GenerationResult": "generation", "pipeline": "pipeline",
+    "BatchProgress": "progress",
     "RecompileLimitWarning": "recompile_limit", "UnboundedCacheError": "static_cache",
     "fixed_shape_args": "training", "FixedLengthCollator": "collate",
     "CompileEventsCallback": "training", "StaticShapeWarning": "training",
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
                          check_placement, load_model, load_tokenizer, tiny_model)
     from .pipeline import pipeline
+    from .progress import BatchProgress
     from .recompile_limit import RecompileLimitWarning
     from .recorder import CompileRecorder
     from .shapes import Buckets, ShapeAudit, audit_shapes, plan_buckets

@@ -129,6 +129,9 @@ def _plan(seen: list[int], multiple_of: int) -> list[int]:
     times."""
     from .shapes import DEFAULT_TOKEN_COST_S, plan_buckets
 
+    seen = [n for n in seen if n > 0]  # an empty input (length 0) needs no bucket
+    if not seen:
+        return [multiple_of]
     plan = plan_buckets(sorted(seen), max_buckets=min(MAX_SUGGESTED_BUCKETS, len(set(seen))),
                         token_cost_s=DEFAULT_TOKEN_COST_S * CALLS_PER_LENGTH, multiple_of=multiple_of)
     return [int(b) for b in plan.boundaries]

@@ -20,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .events import CompileEvent, compile_seconds, graphs
+from .progress import BatchProgress, eta_s, new_shapes
 from .models import PadTokenWarning, pad_token_id  # noqa: F401  (PadTokenWarning: re-exported)
 from .recompile_limit import LEDGER, LimitFit, fitted_limit, record_eager_batch, warn_if_no_room
 from .shapes import Buckets, plan_buckets
@@ -84,6 +86,9 @@ class GenerationResult:
     eager_calls: int = 0             # decode calls torch ran uncompiled (after a limit hit)
     full_layers: int = 0             # sliding-window cache layers given full length
     forecast_kernels: int = 0        # eager kernels native Neuron would compile (a CPU forecast)
+    stopped: bool = False            # ended early: `stop` was set (batches_done of batches ran)
+    batches_done: int = 0
+    batches: int = 0
 
     @property
     def text(self) -> str:
@@ -276,7 +281,8 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
              buckets: Buckets | list[int] | str | None = None, batch_size: int | None = None,
              recorder=None, *, compile: bool = True, backend: Any = None,
              truncate: str | None = None, fit_recompile_limit: bool = True,
-             forecast_kernels: bool = False, **generate_kwargs) -> GenerationResult:
+             forecast_kernels: bool = False, on_batch: Callable[[BatchProgress], Any] | None = None,
+             stop: threading.Event | None = None, **generate_kwargs) -> GenerationResult:
     """Generate for one prompt or many with bounded static shapes, recording compile events.
 
     ``buckets``: a :class:`Buckets` or list of prompt lengths, ``"auto"`` (``plan_buckets`` on
@@ -293,7 +299,10 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     ``forecast_kernels=True`` counts the eager-op kernels native Neuron would compile (the ops of
     the model's uncompiled forward: the prefill) and records them per batch as a ``kernels`` event
     marked ``forecast`` (``result.forecast_kernels``): a forecast counted here, not a measurement.
-    Other keywords go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
+    ``on_batch(progress)`` runs after every batch (:class:`~neuronkit.progress.BatchProgress`:
+    done / total, an ETA); once ``stop`` (a ``threading.Event``) is set the call ends before the
+    next batch: ``result.stopped``, prompts not reached keep ``""`` and ``None``. Other keywords
+    go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
     """
     import torch
     from transformers import LogitsProcessorList
@@ -359,6 +368,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     fit: LimitFit | None = None
     eager_calls = full_layers = 0
     forecast = KernelForecast(rec, within=model) if forecast_kernels else None  # forward's ops
+    stopped = False
     try:
         with contextlib.ExitStack() as scope:
             if planned:
@@ -367,6 +377,9 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                 fit = scope.enter_context(fitted_limit(model, planned))
                 scope.enter_context(rec.annotate(recompile_limit=fit.to_dict()))
             for n, (bucket, chunk, cache_len) in enumerate(batches):
+                if stop is not None and stop.is_set():
+                    stopped = True
+                    break
                 rows = chunk + [chunk[0]] * (batch_size - len(chunk))  # dummy rows: dropped
                 input_ids, mask = _left_padded([ids[i] for i in rows], bucket, pad_id)
                 cache, full_layers = bounded_static_cache(model, cache_len,
@@ -411,6 +424,10 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                     checkpoint(forecast)  # forecast_kernels=True: this batch's, as one event
                 positions += len(rows) * bucket
                 real_positions += sum(lengths[i] for i in chunk)
+                if on_batch is not None:
+                    left = [(b, c) for b, _, c in batches[n + 1:]]
+                    on_batch(BatchProgress(n + 1, len(batches), timings[-1],
+                                           new_shapes(timings, left), eta_s(timings, left)))
     finally:
         if started_here:
             rec.stop()
@@ -418,9 +435,10 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     new_tokens = sum(t.new_tokens for t in timings)
     return GenerationResult(texts=texts, output_ids=outputs, timings=timings,
                             tokens_per_s=new_tokens / wall if wall > 0 else 0.0,
-                            padding_waste=1.0 - real_positions / positions,
+                            padding_waste=1.0 - real_positions / positions if positions else 0.0,
                             events=list(rec.events[first_event:]), buckets=buckets, wall_s=wall,
                             device=device, backend=backend_name, batch_size=batch_size,
                             new_tokens=new_tokens, planned_graphs=planned, recompile_limit=fit,
                             eager_calls=eager_calls, full_layers=full_layers,
-                            forecast_kernels=forecast.kernels if forecast else 0)
+                            forecast_kernels=forecast.kernels if forecast else 0,
+                            stopped=stopped, batches_done=len(timings), batches=len(batches))

@@ -19,6 +19,9 @@ recorder lets its path go: a new recorder there starts the file afresh, and the 
 then refused a restart (it keeps its events in memory) rather than mix two logs in one file. A
 failed write costs no event: the event stays in ``rec.events`` and reaches the subscribers
 (dashboard, Trainer callback); the failure is said once (all of them: ``rec.write_errors``).
+
+Compiles in progress: ``rec.compiling`` and ``rec.subscribe_starts(fn)`` (``CompileStart``, see
+``sources/starts.py``): when a compile begins, when its input shapes are known, when it ends.
 """
 from __future__ import annotations
 
@@ -42,8 +45,10 @@ from .events import FORMAT, FORMAT_VERSION, CompileEvent, CompileLog
 from .sources import say
 from .sources.dynamo import TAP
 from .sources.neuron import NEURON
+from .sources.starts import CompileStart, InProgress
 
-__all__ = ["CompileRecorder", "LogPathInUseError", "default_header", "default_rank"]
+__all__ = ["CompileRecorder", "CompileStart", "LogPathInUseError", "default_header",
+           "default_rank"]
 
 
 _IDS = itertools.count()  # names each recorder's ContextVar
@@ -216,6 +221,7 @@ class CompileRecorder:
         self._notes: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
             f"neuronkit_notes_{next(_IDS)}", default=None)
         self._subscribers: list[Callable[[CompileEvent], Any]] = []
+        self._in_progress = InProgress(self._subscriber_failed)
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -251,6 +257,7 @@ class CompileRecorder:
             finally:
                 TAP.detach(self)
                 NEURON.forget(self)
+                self._in_progress.end()  # no end will reach a stopped recorder
             self._wall_s += time.perf_counter() - self._started
             self._started = None
             try:
@@ -395,6 +402,26 @@ class CompileRecorder:
                 self._subscribers.remove(fn)
         return unsubscribe
 
+    def subscribe_starts(self, fn: Callable[[CompileStart], Any]) -> Callable[[], None]:
+        """Call ``fn(start)`` when a compile begins, again (same ``start.id``) when its input
+        shapes are known, and once more with ``ended_at`` set when it ends (a Dynamo phase just
+        before its event reaches ``subscribe``'s functions); returns the unsubscribe function."""
+        return self._in_progress.subscribe(fn)
+
+    @property
+    def compiling(self) -> dict[int, CompileStart]:
+        """The compiles in progress now, by ``CompileStart.id`` (a copy): Dynamo compiles, and on
+        Neuron the NEFF builds not yet resolved by a safe point (``phase="device"``)."""
+        return self._in_progress.snapshot()
+
+    def receive_start(self, start: CompileStart) -> None:
+        """Take a source's compile start (new, updated, or ended: ``ended_at`` set); this
+        recorder's copy gets its rank and the thread's context label."""
+        if start.ended_at is None:
+            start = dataclasses.replace(start, rank=self.rank,
+                                        context=start.context or self._context.get())
+        self._in_progress.update(start)
+
     def safe_point(self) -> None:
         """Resolve what is known only after a compile returns: on native Neuron, the NEFF build
         time and cache state of each pending event (written as update lines) and the eager-op
@@ -402,8 +429,10 @@ class CompileRecorder:
         ``torch_neuronx.synchronize()``; call it where waiting for the device costs nothing
         (nk.generate, the Trainer callback and the dashboard already do). A pending async error
         of the user's own work is raised here, as the user's next synchronize would. Off Neuron
-        it does nothing."""
+        it does nothing. The NEFF builds in ``compiling`` then end."""
+        building = self._in_progress.open_ids("device")
         NEURON.settle(self)
+        self._in_progress.end(building)  # resolved, or unknowable: no later safe point knows more
 
     def update(self, seq: int, **fields: Any) -> CompileEvent:
         """Set fields resolved after the event was recorded (``CompileLog.update``); set in
@@ -433,12 +462,16 @@ class CompileRecorder:
             metrics={**event.metrics, **notes} if notes else dict(event.metrics))
         with self._writing("a compile event"):
             self.log.append(event)  # in memory first: a failed write does not lose it
+        self._in_progress.end_compile(event)
         for fn in list(self._subscribers):
             try:
                 fn(event)
             except Exception as exc:
-                self.subscriber_errors.append(exc)
-                if len(self.subscriber_errors) == 1:
-                    say(f"a CompileRecorder subscriber raised {exc!r}; recording goes on "
-                         f"(all errors: rec.subscriber_errors)")
+                self._subscriber_failed(exc)
         return event
+
+    def _subscriber_failed(self, exc: Exception) -> None:
+        self.subscriber_errors.append(exc)
+        if len(self.subscriber_errors) == 1:
+            say(f"a CompileRecorder subscriber raised {exc!r}; recording goes on "
+                f"(all errors: rec.subscriber_errors)")

@@ -528,3 +528,10 @@ def test_suggested_buckets_are_round_numbers_for_the_device():
     single = find(diagnose(graphs("f", [{"input_ids": [1, n]} for n in (40, 61)],
                                   device="neuron")), "input_ids dim 1")
     assert single.numbers["buckets"] == [64] and "max_length=64" in single.fix
+
+
+def test_an_input_of_length_zero_does_not_break_the_bucket_advice():
+    """A log whose inputs varied down to length 0 (an empty prompt) once crashed diagnose()."""
+    a = find(diagnose(graphs("f", [{"input_ids": [1, n]} for n in (0, 5, 40, 90)])),
+             "input_ids dim 1")
+    assert a.numbers["buckets"] and all(b > 0 for b in a.numbers["buckets"])

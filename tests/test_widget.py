@@ -119,6 +119,7 @@ def test_replay_shows_a_saved_log_with_model_controls_disabled(tmp_path):
     # export stays available; a click on Load (disabled in the browser) explains itself
     assert not dash.save_log_button.disabled and not dash.save_png_button.disabled
     dash.load_button.click()
+    dash.state.wait()  # the button runs it in a worker thread
     assert s.status_kind == "error" and "RuntimeError: Load is not available" in s.status
     assert "nk-status-error" in dash.status.value
     dash.close()
@@ -155,7 +156,8 @@ def test_export_buttons_write_the_log_and_the_chart(tmp_path):
     dash.save_png_button.click()
     png = tmp_path / "out" / "session.png"
     assert dash.state.status_kind == "ok" and png.read_bytes().startswith(PNG_SIGNATURE)
-    assert dash.export_png(tmp_path / "direct.whatever") == tmp_path / "direct.png"
+    # a name with a dot keeps it (run.2024.01 stays run.2024.01.png, never run.2024.png)
+    assert dash.export_png(tmp_path / "direct.whatever") == tmp_path / "direct.whatever.png"
     # the export is a copy: later events do not leak into the exported file
     dash.log.append(CompileEvent(function="late"))
     assert len(CompileLog.load(written).events) == len(again.events)
@@ -212,6 +214,7 @@ def test_live_dashboard_before_loading(tiny_model_path):
     s.boundaries = "16,48"
     assert dash.boundaries.value == "16,48"
     dash.generate_button.click()                                 # no model yet: said so
+    dash.state.wait()  # the button runs it in a worker thread
     assert s.status_kind == "error" and "press Load first" in s.status
     dash.close()
 
@@ -223,6 +226,7 @@ def test_bad_model_path_shows_the_error_and_reenables_load(tmp_path, monkeypatch
     busy_seen = []
     dash.state.observe(lambda c: busy_seen.append((c["new"], dash.load_button.disabled)), "busy")
     dash.load_button.click()
+    dash.state.wait()  # the button runs it in a worker thread
     s = dash.state
     assert s.status_kind == "error" and not s.loaded and not s.busy
     assert s.error.startswith("ModelNotFoundError") and "no-such-model" in s.error
@@ -238,6 +242,7 @@ def test_bad_model_path_shows_the_error_and_reenables_load(tmp_path, monkeypatch
 def loaded(tiny_model_path):
     dash = RecompileDashboard(tiny_model_path, backend="eager", dtype="float32")
     dash.load_button.click()
+    dash.state.wait()  # the button runs it in a worker thread
     assert dash.state.loaded, dash.state.status
     yield dash
     dash.close()
@@ -271,6 +276,7 @@ def test_generate_click_records_and_draws_each_compile(dash):
     s.observe(lambda c: disabled_while_busy.append(
         (c["new"], dash.generate_button.disabled, dash.load_button.disabled)), "busy")
     dash.generate_button.click()
+    dash.state.wait()  # the button runs it in a worker thread
     assert s.status_kind == "ok", s.error_detail
     assert s.event_count >= 1 and s.event_count == len(s.log.events)
     assert (True, 1) in during                    # drawn live, before generate() returned
@@ -286,6 +292,7 @@ def test_generate_click_records_and_draws_each_compile(dash):
     # the same prompt again: the graph exists, nothing new compiles
     before = s.event_count
     dash.generate_button.click()
+    dash.state.wait()  # the button runs it in a worker thread
     assert s.status_kind == "ok" and s.event_count == before
 
 
@@ -293,6 +300,7 @@ def test_generate_click_records_and_draws_each_compile(dash):
 def test_sweep_recompiles_with_naive_padding_and_less_with_buckets(dash):
     s = dash.state
     dash.sweep_button.click()                     # 3 growing lengths, no padding
+    dash.state.wait()  # the button runs it in a worker thread
     assert s.status_kind == "ok", s.error_detail
     naive = sum(s.graph_counts.values())
     assert naive > 1 and naive == len(set(s.prompt_lengths))
@@ -305,6 +313,7 @@ def test_sweep_recompiles_with_naive_padding_and_less_with_buckets(dash):
     dash.reset()
     s.padding, s.boundaries = "buckets", "64,128"
     dash.sweep_button.click()
+    dash.state.wait()  # the button runs it in a worker thread
     assert s.status_kind == "ok", s.error_detail
     bucketed = sum(s.graph_counts.values())
     assert 1 <= bucketed <= 2 and bucketed < naive             # at most one graph per bucket
@@ -316,6 +325,7 @@ def test_prompt_longer_than_the_buckets_is_reported(dash):
     s = dash.state
     s.padding, s.boundaries = "buckets", "4"
     dash.generate_button.click()
+    dash.state.wait()  # the button runs it in a worker thread
     assert s.status_kind == "error" and "longer than the largest bucket" in s.status
     assert not s.busy and not dash.generate_button.disabled
 

@@ -4,6 +4,8 @@ typed :class:`~neuronkit.events.CompileEvent` s and hands each to every attached
 
 Sources: ``dynamo`` (torch's structured trace: every Dynamo compile, refused compile and failure);
 ``neuron`` (native torch-neuronx: NEFF build times and eager-op kernels, read at safe points).
+Compiles in progress reach sinks as :class:`~neuronkit.sources.starts.CompileStart` s
+(``starts.py``): when one begins, when its shapes are known, when it ends.
 A new source implements :class:`EventSource`; the assembly of an event from what torch said is
 pure (``assemble.py``), so it is tested without torch.
 """
@@ -11,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..events import CompileEvent
+
+if TYPE_CHECKING:
+    from .starts import CompileStart
 
 __all__ = ["EventSink", "EventSource", "say"]
 
@@ -25,6 +30,8 @@ class EventSink(Protocol):
     def quiet(self) -> bool: ...  # hide torch's own warnings that the event already says
 
     def receive(self, event: CompileEvent) -> CompileEvent | None: ...
+
+    def receive_start(self, start: CompileStart) -> None: ...  # begun, updated or ended
 
 
 class EventSource(Protocol):

@@ -4,7 +4,10 @@ torch's in-process structured trace (what ``TORCH_TRACE`` writes to files; logge
 ``torch.__trace``) delivers, per Dynamo compile, the input tensors and their sources, every
 guard-failure reason and, last, the ``compilation_metrics`` record. The tap gathers the parts and,
 when the last record arrives, has ``assemble`` build the event and hands it to every attached sink,
-exactly once (a frame compiled up to a graph break adds a ``graph_break`` event). The compiled
+exactly once (a frame compiled up to a graph break adds a ``graph_break`` event). Each compile
+is also announced while it runs (``starts.py``): at ``dynamo_start`` (the frame named, before any
+tracing), again at its first traced input and at ``dynamo_output_graph`` (all inputs traced, the
+backend compile follows), ended by its event; on Neuron a pending NEFF build is then announced. The compiled
 frame is named from Dynamo's own arguments on the stack (``name_frame``): transformers' shared
 decode wrapper ``wrapped_func`` becomes ``Qwen3ForCausalLM.forward[decode]``, torch's name staying
 in ``metrics["frame"]``. No Dynamo callbacks are used, so ``torch._dynamo.reset()`` (which wipes
@@ -17,9 +20,11 @@ internals.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -27,7 +32,8 @@ from .._torch_text import break_site, input_name, limit_note, parse_device, pars
 from ..events import CompileEvent
 from . import EventSink, say
 from .assemble import FrameName, FunctionState, TracedParts, assemble, break_events, name_frame
-from .neuron import NEURON
+from .neuron import NEURON, awaits_build
+from .starts import CompileStart, device_start
 
 __all__ = ["TAP"]
 
@@ -39,6 +45,14 @@ def _config_limit() -> int:
     import torch._dynamo
 
     return int(torch._dynamo.config.recompile_limit)
+
+
+def _compile_id(key: tuple) -> str:
+    """The running compile's id as its metrics record will give it (``"0/1"``)."""
+    from torch._guards import CompileContext
+
+    current = CompileContext.current_compile_id()
+    return str(current) if current is not None else f"{key[0]}/{key[1]}"
 
 
 def _compiled_frame() -> FrameName | None:
@@ -65,6 +79,7 @@ class _Tap(logging.Handler):
         super().__init__(level=logging.DEBUG)
         self.sinks: list[EventSink] = []
         self.pending: dict[tuple, TracedParts] = {}         # (frame_id, frame_compile_id) -> parts
+        self.started: dict[tuple, CompileStart] = {}        # the same key -> compile in progress
         self.frames: dict[Any, FrameName] = {}              # frame_id -> its last name
         self.functions: dict[tuple[str, str], FunctionState] = {}
         self.limit_notes: dict[int, dict[str, Any]] = {}    # thread id -> torch's limit warning
@@ -96,6 +111,7 @@ class _Tap(logging.Handler):
                     trace.setLevel(self._saved_level)
                 logging.getLogger(_LIMIT_LOGGER).removeFilter(self.limit_filter)
                 self.pending.clear()
+                self.started.clear()
                 self.limit_notes.clear()
 
     # -- torch's recompile-limit warning: remember it, and hide it when quiet -----------
@@ -137,6 +153,9 @@ class _Tap(logging.Handler):
         if any(name.endswith("compilation_metrics") for name in md):  # backward, runtime
             self.pending.pop(key, None)
             return
+        if "dynamo_start" in md:
+            self._start(key)
+            return
         if not any(name in md for name in ("describe_tensor", "describe_source", "artifact",
                                            "dynamo_output_graph")):
             return
@@ -154,6 +173,8 @@ class _Tap(logging.Handler):
             if size is not None and "._parameters[" not in source and "._buffers[" not in source:
                 parts.inputs[input_name(source)] = list(size)
                 parts.device = parts.device or parse_device(device)  # where it really ran
+                if len(parts.inputs) == 1:  # the first input: its start shows something at once
+                    self._traced(key, parts, done=False)
         elif "artifact" in md:
             name = md["artifact"].get("name")
             if name == "recompile_reasons":
@@ -164,6 +185,45 @@ class _Tap(logging.Handler):
                     parts.breaks.append(site)
         else:
             parts.backend = self._current_backend()
+            self._traced(key, parts, done=True)
+
+    # -- compiles in progress -----------------------------------------------------------
+    def _start(self, key: tuple) -> None:
+        """A Dynamo compile begins: announce it, named, before any tracing."""
+        try:
+            name = _compiled_frame() or self.frames.get(key[0]) or FrameName("?", "")
+        except Exception as exc:  # torch moved _compile: named from the last compile of the frame
+            self._error(exc)
+            name = self.frames.get(key[0]) or FrameName("?", "")
+        if key not in self.started and len(self.started) > 64:  # never finished: end the oldest
+            self._announce(self._ended(self.started.pop(next(iter(self.started)))))
+        self.started[key] = CompileStart(compile_id=_compile_id(key), function=name.function,
+                                         location=name.location)
+        self._announce(self.started[key])
+
+    def _traced(self, key: tuple, parts: TracedParts, done: bool) -> None:
+        """The start learns the input shapes traced so far (``done``: all of them, and the
+        backend)."""
+        start = self.started.get(key)
+        if start is None:
+            return
+        update = dataclasses.replace(
+            start, input_shapes={n: list(d) for n, d in parts.inputs.items()},
+            backend=parts.backend or "", traced=done)
+        if update != start:
+            self.started[key] = update
+            self._announce(update)
+
+    @staticmethod
+    def _ended(start: CompileStart) -> CompileStart:
+        return dataclasses.replace(start, ended_at=time.time())
+
+    def _announce(self, start: CompileStart) -> None:
+        for sink in list(self.sinks):
+            try:
+                sink.receive_start(start)
+            except Exception as exc:
+                self._error(exc)
 
     @staticmethod
     def _current_backend() -> str | None:
@@ -178,12 +238,17 @@ class _Tap(logging.Handler):
         """The compile's last record: assemble its event and hand it to every sink."""
         parts = self.pending.pop(key, None) or TracedParts()
         note = self.limit_notes.pop(threading.get_ident(), None)
-        name = self._frame_name(key, m, note)
-        state = self.functions.setdefault((name.function, name.location), FunctionState())
-        event = assemble(parts, m, note, state, name, _config_limit())
-        event.compile_id = event.compile_id or f"{key[0]}/{key[1]}"
-        for e in [event, *break_events(parts, event, name)]:
-            self._hand_out(e)
+        start = self.started.pop(key, None)
+        try:
+            name = self._frame_name(key, m, note)
+            state = self.functions.setdefault((name.function, name.location), FunctionState())
+            event = assemble(parts, m, note, state, name, _config_limit())
+            event.compile_id = event.compile_id or f"{key[0]}/{key[1]}"
+            for e in [event, *break_events(parts, event, name)]:
+                self._hand_out(e)
+        finally:  # each sink ended it on receiving the event; this is in case one did not
+            if start is not None:
+                self._announce(self._ended(start))
         if event.kind == "limit_hit":
             _warn_limit(event)
 
@@ -212,7 +277,9 @@ class _Tap(logging.Handler):
             self._error(exc)
         for sink in list(self.sinks):
             try:
-                sink.receive(event)
+                received = sink.receive(event)
+                if received is not None and awaits_build(received):  # the first call waits
+                    sink.receive_start(device_start(received))
             except Exception as exc:  # e.g. its log file became unwritable: the others go on
                 self._error(exc)
 

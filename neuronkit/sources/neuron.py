@@ -31,7 +31,8 @@ from ..device import loaded_neuronx
 from ..events import CompileEvent
 from . import say
 
-__all__ = ["NEURON", "NeuronSource", "KERNELS_FUNCTION", "op_of_key", "is_graph_key"]
+__all__ = ["NEURON", "NeuronSource", "KERNELS_FUNCTION", "awaits_build", "op_of_key",
+           "is_graph_key"]
 
 KERNELS_FUNCTION = "eager kernels"   # the function name of ``kernels`` events
 _GRAPH_KEY = re.compile(r"^[0-9a-f]{64}(_|$)")          # sha256 base key of a compiled graph
@@ -59,6 +60,14 @@ def op_of_key(key: str) -> str:
     match = _OP_END.search(key)
     head = key[:match.start()] if match else ""
     return head if head and "::" in head else "?"
+
+
+def awaits_build(event: CompileEvent) -> bool:
+    """Whether the NEFF build of ``event``'s graphs runs after Dynamo returned and is not yet
+    resolved (not in sync mode, where the build lies inside Dynamo's time)."""
+    return (isinstance(event.metrics.get("neuron_graphs"), list)
+            and not event.metrics.get("neff_in_duration")
+            and event.neff_compile_s is None and event.neff_cache is None)
 
 
 def _blocking() -> bool:

@@ -7,12 +7,14 @@ to run, ``diagnose`` to explain. ``widget.RecompileDashboard`` only draws it.
 
     state = DashboardState()            # live: the embedded tiny model by default
     state.load(); state.generate("Hello"); state.event_count
+    state.start("sweep"); state.stop()  # in a worker thread; Stop ends it between batches
+    state.keep_run(); state.open_uploads([("rank0.jsonl", data)]); state.show_run(name)
     state = DashboardState.replay("compile-log.jsonl")   # a saved log, no model needed
 """
 from __future__ import annotations
 
 import os
-import random
+import threading
 import time
 import traceback
 from contextlib import contextmanager
@@ -25,65 +27,25 @@ from ..advice import Advice, diagnose
 from ..device import cpu_backend, detect
 from ..events import CompileEvent, CompileLog
 from ..examples.text import text_of_tokens
-from ..generation import generate
+from ..generation import GenerationResult, generate
 from ..models import check_placement, load_model, load_tokenizer, tiny_model
+from ..progress import BatchProgress, eta_s
 from ..recorder import CompileRecorder
 from ..shapes import Buckets, plan_buckets
 from .charts import dashboard_chart, save_png
+from .dashboard_inputs import (CPU_BACKENDS, DEFAULT_BOUNDARIES, DEFAULT_PROMPT, DTYPES, NO_COMPILE,
+                               PADDINGS, REPLAY_REASON, SWEEP_ORDERS, describe_error,
+                               parse_boundaries, sweep_lengths)
+from .dashboard_runs import SessionRuns, export_target, snapshot
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 __all__ = ["DashboardState", "parse_boundaries", "sweep_lengths", "DTYPES",
-           "PADDINGS", "SWEEP_ORDERS"]
+           "PADDINGS", "SWEEP_ORDERS"]  # the inputs' helpers live in dashboard_inputs.py
 
-PADDINGS = ("none", "max", "buckets")
-SWEEP_ORDERS = ("growing", "random")
-CPU_BACKENDS = ("eager", "aot_eager", "inductor")
-NO_COMPILE = "none"
-DTYPES = ("bfloat16", "float32", "float16")
-DEFAULT_BOUNDARIES = "32,64,128"
-DEFAULT_PROMPT = "Trainium compiles one graph for every input shape"
-REPLAY_REASON = "replay of a saved log: no model is loaded (start a live dashboard to generate)"
-
-
-def parse_boundaries(text: str) -> list[int]:
-    """``"32, 64,128"`` -> ``[32, 64, 128]``; a clear error for anything else."""
-    parts = [p.strip() for p in str(text).replace(";", ",").split(",") if p.strip()]
-    try:
-        values = sorted({int(p) for p in parts})
-    except ValueError:
-        values = []
-    if not values or values[0] <= 0:
-        raise ValueError(f"bucket boundaries must be comma-separated positive token counts such "
-                         f"as '32,64,128'; got {text!r}")
-    return values
-
-
-def sweep_lengths(count: int, longest: int, order: str = "growing", seed: int = 0,
-                  shortest: int = 8) -> list[int]:
-    """Prompt lengths for a sweep: ``count`` lengths up to ``longest``, growing or shuffled."""
-    if count < 1:
-        raise ValueError(f"a sweep needs at least 1 prompt, got {count}")
-    if order not in SWEEP_ORDERS:
-        raise ValueError(f"sweep order must be one of {SWEEP_ORDERS}, got {order!r}")
-    shortest = max(1, min(shortest, longest))
-    if order == "random":
-        rng = random.Random(seed)
-        return [rng.randint(shortest, longest) for _ in range(count)]
-    if count == 1:
-        return [longest]
-    return [round(shortest + (longest - shortest) * i / (count - 1)) for i in range(count)]
-
-
-def describe_error(exc: BaseException) -> str:
-    """``"TypeName: first line of the message"``."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
-class DashboardState(HasTraits):
+class DashboardState(HasTraits, SessionRuns):
     """Inputs, outputs and status of one dashboard session; actions are methods."""
 
     mode = Enum(("live", "replay"), default_value="live")
@@ -121,6 +83,12 @@ class DashboardState(HasTraits):
     run_summary = Unicode()
     prompt_lengths: List[int] = List(
         help="token lengths of the prompts sent so far (the planner's input)")
+    eta = Unicode(help="batches done / planned and the time left, while a run goes on")
+    stopping = Bool(False, help="Stop was pressed: the run ends after the current batch")
+    run_names: List[str] = List(help="runs kept or uploaded, to show or compare")
+    shown_run = Unicode("", help="the run the views show; '' is this session's own log")
+    compiling: List[dict] = List(help="compiles in progress: function, shapes, started_at, phase")
+    tick = Int(0, help="counts seconds while a compile is in progress (redraws its clock)")
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None, *,
                  device: str | None = None, dtype: str | None = None, backend: str | None = None,
@@ -132,6 +100,13 @@ class DashboardState(HasTraits):
         self._unsubscribe: Callable[[], None] | None = None
         self._runs = 0
         self._log = log
+        self._saved: dict[str, CompileLog] = {}
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
+        self._loaded_on = ""  # the device the model was loaded on
+        self._compiling: dict[int, Any] = {}  # CompileStart.id -> CompileStart
+        self._ticker: threading.Thread | None = None
         if log is not None:  # replay: no torch, no model
             self.mode = "replay"
             head = log.header or {}
@@ -189,12 +164,25 @@ class DashboardState(HasTraits):
 
     # -- the log and its derived views -------------------------------------------------
     @property
-    def log(self) -> CompileLog:
-        """The session's events: the recorder's log (live) or the loaded file (replay)."""
+    def session_log(self) -> CompileLog:
+        """The session's own events: the recorder's log (live) or the loaded file (replay)."""
         if self.recorder is not None:
             return self.recorder.log
         assert self._log is not None
         return self._log
+
+    @property
+    def log(self) -> CompileLog:
+        """What the views show: the run picked in ``shown_run``, else the session's log."""
+        return self._saved.get(self.shown_run) or self.session_log
+
+    def run_log(self, name: str) -> CompileLog:
+        """A kept or uploaded run by name ('' : the session's own log)."""
+        if not name:
+            return self.session_log
+        if name not in self._saved:
+            raise KeyError(f"no run named {name!r}; runs: {', '.join(self.run_names) or 'none'}")
+        return self._saved[name]
 
     def refresh(self, advice: bool = True) -> None:
         """Recompute the counters (and, if ``advice``, the ``diagnose()`` findings) from the log."""
@@ -219,7 +207,15 @@ class DashboardState(HasTraits):
             self.recorder.stop()
         self.recorder = CompileRecorder(device=self.device, backend=self.backend,
                                         context="dashboard", quiet=True)
-        self._unsubscribe = self.recorder.subscribe(self._on_event)
+        unsubscribe_events = self.recorder.subscribe(self._on_event)
+        unsubscribe_starts = self.recorder.subscribe_starts(self._on_start)
+
+        def unsubscribe() -> None:
+            unsubscribe_events()
+            unsubscribe_starts()
+        self._unsubscribe = unsubscribe
+        self._compiling.clear()
+        self.compiling = []
 
     def _match_recorder(self) -> None:
         """A new recorder (and log) when the device or backend chosen is not the one recorded:
@@ -245,7 +241,9 @@ class DashboardState(HasTraits):
         if self.busy:
             raise RuntimeError(f"cannot start {what!r}: the dashboard is still busy")
         self.busy = True
-        self.error = self.error_detail = ""
+        self._stop.clear()
+        self.stopping = False
+        self.error = self.error_detail = self.eta = ""
         self.progress, self.progress_max = 0, steps
         self._say(f"{what} …", "busy")
         try:
@@ -254,7 +252,7 @@ class DashboardState(HasTraits):
             self.fail(exc)
             raise
         finally:
-            self.busy = False
+            self.busy = self.stopping = False
 
     def _need(self, what: str) -> None:
         if self.mode == "replay":
@@ -268,14 +266,12 @@ class DashboardState(HasTraits):
         with self._action("Loading the model"):
             if self.mode == "replay":
                 raise RuntimeError(f"Load is not available in a {REPLAY_REASON}")
-            self.loaded = False
             path = self.model_path.strip() or None
-            self.model = self.tokenizer = None
-            start = time.perf_counter()
+            start = time.perf_counter()  # a failure below keeps the model already loaded
             model = load_model(path, device=self.device, dtype=self.dtype)
             tokenizer = load_tokenizer(path)
             report = check_placement(model, self.device)
-            self.model, self.tokenizer = model, tokenizer
+            self.model, self.tokenizer, self._loaded_on = model, tokenizer, self.device
             self._match_recorder()
             self.source = path or str(tiny_model())
             self.placement, self.placement_ok = str(report), report.ok
@@ -299,7 +295,10 @@ class DashboardState(HasTraits):
             buckets = self.buckets()
             result = self._run(prompt, buckets, f"generate {self._runs + 1}")
             self.generated_text = result.texts[0]
-            self._say(f"Generated: {self.run_summary}", "ok")
+            if result.stopped:
+                self._say("Stopped before generating: Stop was pressed", "info")
+            else:
+                self._say(f"Generated: {self.run_summary}", "ok")
         return result
 
     def sweep(self) -> list[Any]:
@@ -311,12 +310,25 @@ class DashboardState(HasTraits):
             buckets = self.buckets()
             longest = parse_boundaries(self.boundaries)[-1]
             lengths = sweep_lengths(self.sweep_count, longest, self.sweep_order, seed=self._runs)
+            shapes = [self._batch_shape(n, buckets) for n in lengths]
+            timings: list[Any] = []
             for i, n in enumerate(lengths, 1):
+                if self._stop.is_set():
+                    break
                 self._say(f"Sweep {i}/{len(lengths)}: a prompt of about {n} tokens …", "busy")
                 prompt = self.prompt_of_length(n)
                 results.append(self._run(prompt, buckets, f"sweep {i}/{len(lengths)}"))
                 self.generated_text = results[-1].texts[0]
+                timings += results[-1].timings
                 self.progress = i
+                left = eta_s(timings, shapes[i:])
+                self.eta = (f"{i} of {len(lengths)} batches" +
+                            (f", about {left:.0f} s left" if left is not None and i < len(lengths)
+                             else ""))
+            if self._stop.is_set() and len(results) < len(lengths):
+                self._say(f"Stopped after {len(results)} of {len(lengths)} batches; what was "
+                          "recorded stays in the log", "info")
+                return results
             new = sum(self.graph_counts.values()) - before
             self._say(f"Sweep done: {len(lengths)} prompts ({self.sweep_order} lengths "
                       f"{min(lengths)}..{max(lengths)}), padding {self.padding}: {new} new "
@@ -329,11 +341,25 @@ class DashboardState(HasTraits):
         assert self.tokenizer is not None  # loaded with the model, which _need checked
         return text_of_tokens(self.tokenizer, n)
 
-    def _run(self, prompt: str, buckets: Any, label: str) -> Any:
-        self._runs += 1
+    def _batch_shape(self, tokens: int, buckets: Buckets | None) -> tuple[int, int]:
+        """(bucket, cache length) a prompt of ``tokens`` tokens runs with (for the ETA)."""
+        from ..generation import cache_length
+
+        bucket = buckets.fit(tokens) if buckets is not None else tokens
+        return bucket, cache_length(bucket, self.max_new_tokens)
+
+    def _on_batch(self, progress: BatchProgress) -> None:
+        self.progress_max, self.progress = progress.total, progress.done
+        self.eta = str(progress)
+
+    def _run(self, prompt: str, buckets: Any, label: str) -> GenerationResult:
         assert self.tokenizer is not None  # callers checked _need() first
+        if self._loaded_on and self.device != self._loaded_on:
+            raise RuntimeError(f"the model is loaded on {self._loaded_on}, but the device chosen "
+                               f"now is {self.device}: press Load to load it there, or choose "
+                               f"{self._loaded_on} again")
+        self._runs += 1
         length = len(self.tokenizer(prompt)["input_ids"])
-        self.prompt_lengths = [*self.prompt_lengths, length]
         compile_ = self.backend != NO_COMPILE
         self._match_recorder()  # the backend may have been changed since Load
         assert self.recorder is not None  # _match_recorder made one
@@ -344,7 +370,8 @@ class DashboardState(HasTraits):
                                  # on Neuron, transformers' own default (backend "neuron")
                                  backend=self.backend if compile_ and not (
                                      self.backend == "neuron" and self.device.startswith("neuron"))
-                                 else None)
+                                 else None, on_batch=self._on_batch, stop=self._stop)
+        self.prompt_lengths = [*self.prompt_lengths, length]  # only a prompt that ran
         if self.recorder.active:  # (a recorder generate started, it stopped: a safe point too)
             self.recorder.safe_point()  # on Neuron: NEFF build times and eager kernels resolved
         self.refresh()
@@ -381,18 +408,16 @@ class DashboardState(HasTraits):
 
     def export_log(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the session log as JSONL (the suffix becomes .jsonl)."""
-        target = Path(path or self.export_path).expanduser().with_suffix(".jsonl")
         with self._action("Saving the log"):
-            out = CompileLog(self.log.events, header=self.log.header)
-            out.wall_time_s = self.log.wall_time_s  # the compile-time share needs it
-            written = out.save(target)
+            target = export_target(path or self.export_path, ".jsonl", "compile-log")
+            written = snapshot(self.log).save(target)  # the wall time too: the share needs it
             self._say(f"Saved {len(self.log.events)} events to {written.resolve()}", "ok")
         return written
 
     def export_png(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the chart as PNG (the suffix becomes .png)."""
-        target = Path(path or self.export_path).expanduser().with_suffix(".png")
         with self._action("Saving the chart"):
+            target = export_target(path or self.export_path, ".png", "compile-chart")
             target.parent.mkdir(parents=True, exist_ok=True)
             written = Path(save_png(dashboard_chart(self.log), target))
             self._say(f"Saved the chart to {written.resolve()}", "ok")

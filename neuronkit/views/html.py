@@ -11,20 +11,17 @@ test or reuse.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import PurePath
 from typing import Any, Iterable
 
-from .._torch_text import short_reason
-from ..events import KINDS, CompileLog, function_labels
+from ..events import KINDS, CompileLog
 from .safe import html_attr, html_text
+from .table import ARRIVAL, COLUMN_LABELS, TABLE_ROWS, EventTable
 
-__all__ = ["events_table_html", "graph_counts_html", "advice_html", "replay_note", "status_html",
-           "escape", "kind_class", "STYLE", "TABLE_ROWS", "KIND_CLASSES", "UNKNOWN_CLASS"]
+__all__ = ["events_table_html", "table_page_html", "graph_counts_html", "advice_html", "replay_note",
+           "status_html", "escape", "kind_class", "STYLE", "TABLE_ROWS", "KIND_CLASSES", "UNKNOWN_CLASS"]
 
-TABLE_ROWS = 200          # newest events shown in the table; the log keeps them all
-KIND_LABELS = {"first": "first", "recompile": "recompile", "limit_hit": "LIMIT HIT: runs eager",
-               "failed": "failed", "eager_fallback": "RAN EAGER", "kernels": "eager kernels",
-               "graph_break": "graph break"}
 # a row's CSS class: only these (from events.KINDS), never built from the event's text
 KIND_CLASSES = {kind: "nk-" + kind.replace("_", "-") for kind in KINDS}
 UNKNOWN_CLASS = "nk-unknown"
@@ -78,13 +75,6 @@ def kind_class(kind: Any) -> str:
     return KIND_CLASSES.get(kind, UNKNOWN_CLASS) if isinstance(kind, str) else UNKNOWN_CLASS
 
 
-def _kind_label(kind: Any) -> str:
-    """The kind's label as escaped HTML (an unknown kind is shown as given, escaped)."""
-    if isinstance(kind, str) and kind in KIND_LABELS:
-        return html_text(KIND_LABELS[kind])
-    return html_text(kind)
-
-
 def _number(value: Any, spec: str) -> str:
     """``value`` formatted with ``spec`` when it is a finite number, else escaped as text (a
     crafted log may put anything in a numeric field)."""
@@ -96,15 +86,6 @@ def _number(value: Any, spec: str) -> str:
     return html_text(value)
 
 
-def _seconds(value: Any) -> float:
-    """A time stamp as a float (0 for what is not a finite number)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if math.isfinite(number) else 0.0
-
-
 def _reasons(value: Any) -> list[str]:
     """An event's reasons as a list of strings, whatever a log holds there."""
     if isinstance(value, (list, tuple)):
@@ -112,37 +93,71 @@ def _reasons(value: Any) -> list[str]:
     return [str(value)] if value not in (None, "") else []
 
 
-def events_table_html(log: CompileLog, limit: int = TABLE_ROWS) -> str:
-    """The event table, newest first: time, function, changed dimension, reason, seconds, kind."""
-    events = log.events
-    if not events:
-        return ('<div class="nk-muted">No compile events yet. Press Generate: the first call '
-                'compiles the decode graph, and every new shape compiles another.</div>')
-    t0 = min(_seconds(e.started_at) for e in events)
-    labels = function_labels(events)  # the same names as the chart, counts and advice
-    shown = events[-limit:][::-1]
-    head = "".join(f"<th>{h}</th>" for h in
-                   ("#", "time", "function", "changed", "reason", "seconds", "kind", "context"))
+def events_table_html(source: CompileLog | EventTable, limit: int = TABLE_ROWS) -> str:
+    """The event table: of a log, its newest ``limit`` events (time, function, changed dimension,
+    reason, seconds, kind, context; rank and the Neuron columns where the log has them); of an
+    :class:`EventTable`, its current page (:func:`table_page_html`)."""
+    if isinstance(source, EventTable):
+        return table_page_html(source)
+    table = EventTable(source, page_size=limit)
+    if not table.total:
+        return _NO_EVENTS
+    note = (f"{table.total} compile events, newest first"
+            + (f"; showing the last {limit}" if table.total > limit else ""))
+    return _table_html(table, note, sortable=False)
+
+
+def table_page_html(table: EventTable, sortable: bool = True) -> str:
+    """The current page of an :class:`EventTable`, with its row range and order; with
+    ``sortable`` each header cell names its column in ``data-sort`` (to sort by a click)."""
+    if not table.total:
+        return _NO_EVENTS
+    if table.sort_column == ARRIVAL:
+        order = "newest first" if table.descending else "oldest first"
+    else:
+        order = (f"by {COLUMN_LABELS[table.sort_column]}, "
+                 + ("descending" if table.descending else "ascending"))
+    return _table_html(table, f"{table.range_text}, {order}", sortable=sortable)
+
+
+_NO_EVENTS = ('<div class="nk-muted">No compile events yet. Press Generate: the first call '
+              'compiles the decode graph, and every new shape compiles another.</div>')
+# a cell's CSS class per column: fixed names, never built from data
+_CELL_CLASSES = {"seq": "nk-nowrap", "time": "nk-nowrap", "function": "nk-nowrap",
+                 "duration_s": "nk-nowrap", "kind": "nk-kind", "rank": "nk-nowrap",
+                 "graph_count": "nk-nowrap", "neff_compile_s": "nk-neff", "neff_cache": "nk-nowrap",
+                 "kernels": "nk-nowrap"}
+_SORTED_CLASSES = {True: "nk-sorted-desc", False: "nk-sorted-asc"}
+# printable ASCII without & < > " ' `: text that html_text would return unchanged
+_PLAIN_TEXT = re.compile(r"[ !#-%(-;=?-_a-~]*")
+
+
+def _cell_text(text: str) -> str:
+    """``html_text(text)``, skipping the work for plain text (most cells: numbers, names)."""
+    return text if _PLAIN_TEXT.fullmatch(text) else html_text(text)
+
+
+def _table_html(table: EventTable, note: str, sortable: bool) -> str:
+    """The table of a page: every value escaped for its place, row classes from the kind."""
+    columns = table.columns
+    heads = []
+    for column in columns:
+        css = f' class="{_SORTED_CLASSES[table.descending]}"' if column == table.sort_column else ""
+        attr = f' data-sort="{html_attr(column)}"' if sortable else ""
+        heads.append(f"<th{attr}{css}>{html_text(COLUMN_LABELS[column])}</th>")
+    opens = [f'<td class="{_CELL_CLASSES[c]}">' if c in _CELL_CLASSES else "<td>" for c in columns]
     rows = []
-    for e in shown:
-        reasons = _reasons(e.reasons)
-        reason = reasons[0] if reasons else ""
-        more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        short = short_reason(reason, width=90)
-        cells = (f'<td class="nk-nowrap">{_number(e.seq, "d")}</td>'
-                 f'<td class="nk-nowrap">+{_seconds(e.started_at) - t0:.1f} s</td>'
-                 f'<td class="nk-nowrap">{html_text(labels[e.function, e.location])}</td>'
-                 f"<td>{html_text(e.changed or '—')}</td>"
-                 f'<td title="{html_attr(chr(10).join(reasons), multiline=True)}">'
-                 f"{html_text(short)}{more}</td>"
-                 f'<td class="nk-nowrap">{_number(e.duration_s, ".2f")}</td>'
-                 f'<td class="nk-kind">{_kind_label(e.kind)}</td>'
-                 f"<td>{html_text(e.context)}</td>")
-        rows.append(f'<tr class="{kind_class(e.kind)}">{cells}</tr>')
-    note = (f"{len(events)} compile events, newest first"
-            + (f"; showing the last {limit}" if len(events) > limit else ""))
-    return (f'<div class="nk-muted">{note}</div><div class="nk-scroll">'
-            f'<table class="nk-table nk-events"><thead><tr>{head}</tr></thead>'
+    for event in table.page_events():
+        values = table.row(event, columns)
+        cells = []
+        for column, open_tag in zip(columns, opens, strict=True):
+            if column == "reason":
+                reasons = html_attr("\n".join(_reasons(event.reasons)), multiline=True)
+                open_tag = f'<td title="{reasons}">'
+            cells.append(f"{open_tag}{_cell_text(values[column])}</td>")
+        rows.append(f'<tr class="{kind_class(event.kind)}">{"".join(cells)}</tr>')
+    return (f'<div class="nk-muted">{html_text(note)}</div><div class="nk-scroll">'
+            f'<table class="nk-table nk-events"><thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 

@@ -23,8 +23,9 @@ from traitlets import link
 from ..events import CompileLog
 from .charts import dashboard_chart, png_bytes
 from .dashboard_state import DTYPES, PADDINGS, SWEEP_ORDERS, DashboardState
-from .html import STYLE, advice_html, events_table_html, graph_counts_html, replay_note, status_html
+from .html import STYLE, advice_html, graph_counts_html, replay_note, status_html
 from .safe import html_text, strip_control
+from .widget_parts import UPLOAD_ACCEPT, TablePanel, compiling_html
 
 __all__ = ["RecompileDashboard"]
 
@@ -93,7 +94,8 @@ class RecompileDashboard(w.VBox):
                                          style=label), "nk-device", width="220px")
         self.dtype = _styled(w.Dropdown(options=DTYPES, description="dtype", style=label),
                              "nk-dtype", width="220px")
-        self.load_button = self._button("Load", "nk-load", self.load, "primary", LOAD_TIP)
+        self.load_button = self._button("Load", "nk-load", lambda: s.start("load"), "primary",
+                                        LOAD_TIP)
         self.device_note = _styled(w.HTML(), "nk-device-note")
         self.placement = _styled(w.HTML(), "nk-placement")
         # generation panel
@@ -112,14 +114,18 @@ class RecompileDashboard(w.VBox):
                                         "plan_buckets() over the prompt lengths sent so far")
         self.backend = _styled(w.Dropdown(options=_options(s.backend_options), description="Backend",
                                           style=label), "nk-backend", width="220px")
-        self.generate_button = self._button("Generate", "nk-generate", self.generate, "success",
+        self.generate_button = self._button("Generate", "nk-generate",
+                                            lambda: s.start("generate"), "success",
                                             "generate() under the compile recorder")
         self.sweep_count = _styled(w.BoundedIntText(min=1, max=64, description="Sweep",
                                                     style=label), "nk-sweep-count", width="160px")
         self.sweep_order = _styled(w.Dropdown(options=SWEEP_ORDERS), "nk-sweep-order",
                                    width="110px")
-        self.sweep_button = self._button("Sweep", "nk-sweep", self.sweep, "info",
+        self.sweep_button = self._button("Sweep", "nk-sweep", lambda: s.start("sweep"), "info",
                                          "send prompts of growing or random lengths, one by one")
+        self.stop_button = self._button("Stop", "nk-stop", s.stop, "danger",
+                                        "end the run after the current batch (what was recorded "
+                                        "stays)")
         self.reset_button = self._button("Reset graphs", "nk-reset", self.reset, "warning",
                                          "torch.compiler.reset(): forget every compiled graph in "
                                          "this kernel, start a new log")
@@ -127,11 +133,22 @@ class RecompileDashboard(w.VBox):
         self.status = _styled(w.HTML(), "nk-status")
         self.progress = _styled(w.IntProgress(min=0, max=1, bar_style="info"), "nk-progress",
                                 width="300px", visibility="hidden")
+        self.eta = _styled(w.HTML(), "nk-eta")
+        self.compiling = _styled(w.HTML(), "nk-compiling")
+        # runs: upload logs, keep the session's, pick what the views show
+        self.upload = _styled(w.FileUpload(accept=UPLOAD_ACCEPT, multiple=True,
+                                           description="Open logs"), "nk-upload")
+        self.keep_button = self._button("Keep run", "nk-keep-run", s.keep_run, "",
+                                        "keep a copy of this session's log, to compare with a "
+                                        "later run")
+        self.run = _styled(w.Dropdown(description="Show", style=label), "nk-run",
+                           width="360px")
         self.chart = _styled(w.Image(format="png"), "nk-chart", width="100%",
                              max_width="900px", height="auto")
         self.graph_count = _styled(w.HTML(), "nk-graph-count")
         self.advice = _styled(w.HTML(), "nk-advice")
-        self.events_table = _styled(w.HTML(), "nk-events-table")
+        self.table_panel = TablePanel(s.fail)
+        self.events_table = self.table_panel.html  # the table's HTML (as before: tests read it)
         self.output_text = _styled(w.HTML(), "nk-output-text")
         self.export_path = _styled(w.Text(description="Export to", style=label), "nk-export-path",
                                    width="420px")
@@ -167,15 +184,23 @@ class RecompileDashboard(w.VBox):
         counts = w.VBox([self.graph_count], layout=w.Layout(flex="0 1 380px"))
         live = _panel("Compiles", self.chart,
                       w.HBox([counts, advice], layout=w.Layout(flex_flow="row wrap")),
-                      self.events_table, css_class="nk-live-panel")
+                      self.table_panel, css_class="nk-live-panel")
         text_panel = _panel("Generated text", self.output_text, css_class="nk-text-panel")
         export = row(self.export_path, self.save_log_button, self.save_png_button)
-        super().__init__([header, model_panel, gen_panel, row(self.status, self.progress), live,
+        runs = _panel("Runs", row(self.upload, self.run, self.keep_button), css_class="nk-runs")
+        status = row(self.status, self.progress, self.eta, self.stop_button)
+        super().__init__([header, model_panel, gen_panel, runs, status, self.compiling, live,
                           text_panel, export])
         self.add_class("nk-dashboard")
+        if s.mode == "replay":  # only what applies to a saved log: no disabled live controls
+            for part in (model_panel, gen_panel, text_panel, self.keep_button, self.stop_button,
+                         self.progress, self.eta):
+                part.layout.display = "none"
+        self.upload.observe(self._on_upload, "value")
+        self.run.observe(self._on_run_picked, "value")
 
         s.observe(self._show_status, ["status", "status_kind", "error_detail"])
-        s.observe(self._sync_controls, ["busy", "loaded", "prompt_lengths", "mode"])
+        s.observe(self._sync_controls, ["busy", "loaded", "prompt_lengths", "mode", "stopping"])
         s.observe(self._show_progress, ["progress", "progress_max", "busy"])
         s.observe(self._on_events, "event_count")
         s.observe(self._on_busy, "busy")
@@ -183,6 +208,11 @@ class RecompileDashboard(w.VBox):
         s.observe(self._show_text, ["generated_text", "run_summary"])
         s.observe(self._show_advice, "advice")
         s.observe(self._show_backends, "backend_options")
+        s.observe(self._show_compiling, ["compiling", "tick"])
+        s.observe(self._show_eta, ["eta", "busy"])
+        s.observe(self._show_runs, ["run_names", "shown_run"])
+        self._show_runs()
+        self._show_eta()
         self._show_status()
         self._sync_controls()
         self._show_model()
@@ -191,6 +221,43 @@ class RecompileDashboard(w.VBox):
         try:
             self.redraw()
         except Exception as exc:  # a log the chart cannot draw still shows its table and advice
+            self.state.fail(exc)
+
+    def _show_compiling(self, change: Any = None) -> None:
+        try:
+            self.compiling.value = compiling_html(self.state.compiling)
+        except Exception as exc:
+            self.state.fail(exc)
+
+    def _show_eta(self, change: Any = None) -> None:
+        s = self.state
+        self.eta.value = f'<span class="nk-muted">{html_text(s.eta)}</span>' if s.busy else ""
+
+    def _show_runs(self, change: Any = None) -> None:
+        s = self.state
+        own = "this session" if s.mode == "live" else "the replayed log"
+        options = [(own, ""), *((n, n) for n in s.run_names)]  # run names are clean
+        if list(self.run.options) != options:
+            self.run.options = options
+        if self.run.value != s.shown_run:
+            self.run.value = s.shown_run
+
+    def _on_run_picked(self, change: Any) -> None:
+        try:
+            if change["new"] != self.state.shown_run:
+                self.state.show_run(change["new"])
+                self.redraw()
+        except Exception as exc:  # shown in the status area, never lost
+            self.state.fail(exc)
+
+    def _on_upload(self, change: Any) -> None:
+        files = change["new"]
+        if not files:
+            return
+        try:
+            self.state.open_uploads([(f["name"], bytes(f["content"])) for f in files])
+            self.redraw()
+        except Exception as exc:  # shown in the status area, never lost
             self.state.fail(exc)
 
     def _show_backends(self, change: Any = None) -> None:
@@ -246,12 +313,14 @@ class RecompileDashboard(w.VBox):
         """Draw the event table and the graph counter; if ``full``, also refresh the advice
         (``diagnose()``) and redraw the chart. Everything is read from ``state.log``."""
         log = self.state.log
-        self.events_table.value = events_table_html(log)
         self.graph_count.value = graph_counts_html(log)
         if full:
             self.state.refresh()          # the advice observer redraws the advice
+            self.table_panel.show(log, self.state.advice)
             self.chart.value = png_bytes(dashboard_chart(log))
             self._chart_at, self._chart_stale = time.monotonic(), False
+        else:  # a live event: appended to the table's index, the page drawn again
+            self.table_panel.show(log, self.state.advice)
 
     def _on_events(self, change: Any = None) -> None:
         try:
@@ -262,8 +331,14 @@ class RecompileDashboard(w.VBox):
             self.state.fail(exc)
 
     def _on_busy(self, change: Any) -> None:
-        if not change["new"] and self._chart_stale:
-            self._on_events()
+        if change["new"]:
+            return
+        try:  # a run ended: NEFF times resolved at its safe points reach the rows shown
+            self.table_panel.refresh_all()
+            if self._chart_stale:
+                self._on_events()
+        except Exception as exc:
+            self.state.fail(exc)
 
     def _button(self, text: str, css_class: str, action: Callable[[], Any], style: str,
                 tooltip: str) -> w.Button:
@@ -327,5 +402,7 @@ class RecompileDashboard(w.VBox):
             button.tooltip = needs_model or "generate() under the compile recorder"
         self.plan_button.disabled = bool(why or not s.prompt_lengths)
         self.load_button.tooltip = why or LOAD_TIP
-        for button in (self.save_log_button, self.save_png_button):
+        for button in (self.save_log_button, self.save_png_button, self.keep_button):
             button.disabled = busy
+        self.upload.disabled = busy
+        self.stop_button.disabled = not busy or s.stopping
