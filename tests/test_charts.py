@@ -7,11 +7,12 @@ import threading
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from neuronkit.views import charts
-from neuronkit.events import CompileEvent, CompileLog
+from neuronkit.events import CompileEvent, CompileLog, EventKind
 
 # (function, kind, started_at, duration_s, rank)
 ROWS = [("forward", "first", 100.0, 0.5, 0), ("forward", "recompile", 102.0, 0.4, 1),
@@ -29,9 +30,13 @@ def make_log(rows=ROWS) -> CompileLog:
 
 
 def scatters(fig: Figure) -> dict[str, np.ndarray]:
-    """Offsets of every scatter, keyed by its gid (function or rank) or its label."""
-    ax = fig.axes[0]
-    return {(c.get_gid() or c.get_label()): np.asarray(c.get_offsets()) for c in ax.collections}
+    """Offsets of the scatters, keyed by gid (function or rank: its first compiles and its
+    recompiles together, in x order) or by label."""
+    found: dict[str, list[np.ndarray]] = {}
+    for c in fig.axes[0].collections:
+        found.setdefault(str(c.get_gid() or c.get_label()), []).append(np.asarray(c.get_offsets()))
+    merged = {key: np.concatenate(parts) for key, parts in found.items()}
+    return {key: pts[np.argsort(pts[:, 0], kind="stable")] for key, pts in merged.items()}
 
 
 def test_timeline_one_scatter_per_function_with_its_points():
@@ -40,7 +45,8 @@ def test_timeline_one_scatter_per_function_with_its_points():
     assert len(pts["forward"]) == 3 and len(pts["wrapper"]) == 1  # graphs only
     assert pts["forward"][:, 0].tolist() == [0.0, 2.0, 4.0]  # seconds since the first compile
     assert pts["forward"][:, 1].tolist() == [0.5, 0.4, 0.3]  # compile seconds
-    assert len(fig.axes[0].collections) == 4  # forward, wrapper, failed, limit hit
+    # forward's first compiles and recompiles, wrapper's first compiles, failed, limit hit
+    assert len(fig.axes[0].collections) == 5
 
 
 def test_timeline_marks_limit_hits_and_failures():
@@ -56,11 +62,15 @@ def test_timeline_marks_limit_hits_and_failures():
 
 def test_first_compiles_filled_recompiles_hollow():
     fig = charts.timeline(make_log())
-    forward = next(c for c in fig.axes[0].collections if c.get_gid() == "forward")
-    faces = forward.get_facecolors()
-    edge = tuple(forward.get_edgecolors()[0])
-    assert tuple(faces[0]) == edge  # first: filled in the function's colour
-    assert all(tuple(f) == to_rgba("white") for f in faces[1:])  # recompiles: hollow
+    first, again = [c for c in fig.axes[0].collections if c.get_gid() == "forward"]
+    edge = tuple(first.get_edgecolors()[0])
+    # one face colour per scatter: Agg stamps one marker raster for all its points
+    assert len(first.get_facecolors()) == 1 and len(again.get_facecolors()) == 1
+    assert tuple(first.get_facecolors()[0]) == edge  # first: filled in the function's colour
+    assert tuple(again.get_facecolors()[0]) == to_rgba("white")  # recompiles: hollow
+    assert tuple(again.get_edgecolors()[0]) == edge
+    assert first.get_offsets().tolist() == [[0.0, 0.5]]
+    assert again.get_offsets().tolist() == [[2.0, 0.4], [4.0, 0.3]]
 
 
 def test_x_call_uses_event_numbers():
@@ -114,9 +124,17 @@ def test_graph_growth_steps_per_function():
 def test_draws_into_a_given_axes():
     fig = Figure()
     left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    position = tuple(right.get_position().bounds)
     assert charts.timeline(make_log(), ax=right) is fig
     assert charts.graph_growth(make_log(), ax=left) is fig
-    assert len(right.collections) == 4 and len(left.lines) == 2 and len(fig.axes) == 2
+    assert len(right.collections) == 5 and len(left.lines) == 2 and len(fig.axes) == 2
+    assert tuple(right.get_position().bounds) == position  # the caller's layout is theirs
+    assert right.get_title().startswith("Compile timeline: 7 events")  # titles stay readable
+    assert left.get_title() == "Graphs per function"
+    right.figure.canvas.draw()  # the axes autoscale to hold every mark
+    x0, x1 = right.get_xlim()
+    y0, y1 = right.get_ylim()
+    assert x0 <= 0.0 and x1 >= 10.0 and y0 <= 0.01 and y1 >= 0.9
 
 
 def test_png_bytes_and_save_png(tmp_path):
@@ -203,3 +221,170 @@ def test_graph_breaks_have_their_own_mark():
               E(function="f", kind="graph_break", started_at=2.0, duration_s=0.2)]
     labels = [t.get_text() for t in charts.timeline(events).axes[0].get_legend().get_texts()]
     assert "graph break (1)" in labels and "failed" not in labels
+
+
+# -- axes of small and wide logs, labels that fit, log scale, many events -----------------------
+
+def texts_outside(fig: Figure) -> list[str]:
+    """The non-empty texts drawn on the figure (every Text artist that draws itself: titles,
+    labels, tick labels, legend entries, notes) whose extent reaches past the figure's edges."""
+    from matplotlib.text import Text
+
+    drawn: list[Text] = []
+    original = Text.draw
+
+    def recording_draw(self, renderer):
+        original(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            drawn.append(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Text, "draw", recording_draw)
+        fig.canvas.draw()
+    assert drawn  # the figure has texts, and they were seen
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg)
+    renderer = canvas.get_renderer()
+    bounds = fig.bbox
+    outside = []
+    for text in drawn:
+        box = text.get_window_extent(renderer)
+        if (box.x0 < bounds.x0 - 0.5 or box.y0 < bounds.y0 - 0.5 or box.x1 > bounds.x1 + 0.5
+                or box.y1 > bounds.y1 + 0.5):
+            outside.append(text.get_text())
+    return outside
+
+
+def relative(value: float, limits: tuple[float, float]) -> float:
+    return (value - limits[0]) / (limits[1] - limits[0])
+
+
+@pytest.mark.parametrize("x", ["time", "call"])
+def test_one_event_sits_mid_axes(x):
+    log = make_log([("forward", "first", 100.0, 2.5, 0)])
+    ax = charts.timeline(log, x=x).axes[0]
+    (px, py), = scatters(ax.figure)["forward"]
+    assert 0.3 < relative(px, ax.get_xlim()) < 0.7  # was a degenerate, zero-width x range
+    assert 0.3 < relative(py, ax.get_ylim()) < 0.7
+    assert ax.get_ylim()[0] <= 0.0  # seconds start from 0
+    ax.figure.canvas.draw()
+    if x == "call":  # event numbers: integer ticks only
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks)
+
+
+def test_one_graph_growth_sits_mid_axes_with_integer_counts():
+    ax = charts.graph_growth(make_log([("forward", "first", 100.0, 2.5, 0)])).axes[0]
+    xs, ys = ax.lines[0].get_data()
+    assert 0.3 < relative(xs[0], ax.get_xlim()) < 0.7
+    assert 0.3 < relative(ys[0], ax.get_ylim()) < 0.7
+    assert ax.lines[0].get_marker() == "o"  # a line of length 0: its dot shows the graph
+    ax.figure.canvas.draw()
+    for ticks, limits in ((ax.get_yticks(), ax.get_ylim()), (ax.get_xticks(), ax.get_xlim())):
+        shown = [t for t in ticks if limits[0] <= t <= limits[1]]
+        assert shown and all(float(t).is_integer() for t in shown)
+
+
+def test_points_stay_inside_the_axes():
+    ax = charts.timeline(make_log()).axes[0]
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    for pts in scatters(ax.figure).values():
+        assert ((pts[:, 0] > x0) & (pts[:, 0] < x1) & (pts[:, 1] > y0) & (pts[:, 1] < y1)).all()
+
+
+def crowded_log(functions: int = 30) -> list[CompileEvent]:
+    """Many functions with long, hostile and same-named labels, and every kind of mark."""
+    events = []
+    for i in range(functions):
+        name = (f"torch_dynamo_resume_in_forward_with_a_really_long_name_{i}_at_{300 + i}"
+                if i % 3 else f"forward$\\frac{{{i}}}$<img src=x onerror=alert({i})>")
+        where = f"/very/long/site-packages/transformers/models/model_{i}/modeling_model.py:{i}"
+        for j in range(1 + i % 4):
+            events.append(CompileEvent(function=name, location=where, started_at=100.0 + i + j / 5,
+                                       duration_s=1.0 + j, kind="first" if j == 0 else "recompile",
+                                       neff_compile_s=30.0 if j == 1 else None))
+    marks: list[EventKind] = ["limit_hit", "failed", "graph_break", "kernels"]
+    events += [CompileEvent(function="forward", kind=kind, started_at=150.0 + k, duration_s=0.5)
+               for k, kind in enumerate(marks)]
+    for seq, e in enumerate(events):
+        e.seq = seq
+    return events
+
+
+@pytest.mark.parametrize("draw", [charts.timeline, charts.graph_growth, charts.dashboard_chart,
+                                  lambda log: charts.timeline(log, figsize=(6.0, 3.0)),
+                                  lambda log: charts.graph_growth(log, figsize=(5.0, 2.6))])
+def test_no_label_is_cut_off(draw):
+    events = crowded_log()
+    fig = draw(CompileLog(events) if draw is charts.dashboard_chart else events)
+    assert texts_outside(fig) == []
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("+ ") and t.endswith(" more") for t in legend)  # not all 30 fit
+    assert all(len(t) <= charts.LABEL_CHARS + 12 for t in legend)  # "$" escapes, "(count)"
+    assert "limit hit" in legend
+
+
+def test_few_long_labels_are_shortened_but_kept_apart():
+    events = [CompileEvent(function="forward", location=f"/x/{d}/modeling_llama_for_causal_lm.py:44",
+                           started_at=float(i), duration_s=1.0) for i, d in enumerate("ab")]
+    fig = charts.timeline(events)
+    assert texts_outside(fig) == []
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2]
+    assert len(set(legend)) == 2 and all("…" in t for t in legend)
+    assert not any(t.startswith("+ ") for t in legend)
+
+
+def test_compile_seconds_spanning_orders_of_magnitude_go_on_a_log_axis():
+    wide = make_log([("f", "first", 0.0, 0.05, 0), ("f", "recompile", 1.0, 120.0, 0),
+                     ("f", "limit_hit", 2.0, 0.0, 0)])
+    ax = charts.timeline(wide).axes[0]
+    assert ax.get_yscale() == "log" and "log scale" in ax.get_ylabel()
+    assert ax.get_ylim()[0] < 0.05 and ax.get_ylim()[1] > 120.0
+    hit = scatters(ax.figure)["limit hit"]
+    assert ax.get_ylim()[0] < hit[0, 1] < 0.05  # a 0 s hit still shows, at the bottom
+    assert texts_outside(ax.figure) == []
+    narrow = make_log([("f", "first", 0.0, 1.0, 0), ("f", "recompile", 1.0, 90.0, 0)])
+    ax = charts.timeline(narrow).axes[0]
+    assert ax.get_yscale() == "linear" and "log" not in ax.get_ylabel()
+    assert charts.seconds_scale([0.0, 0.5, 50.0]) == "log"  # 0 s is not a span
+    assert charts.seconds_scale([0.0, 0.6, 50.0]) == "linear"
+
+
+def test_many_events_draw_a_fixed_number_of_series_and_thin_dense_ones():
+    n = 3 * charts.MAX_POINTS + 300
+    # each function compiles in the same time again and again: its points form a dense line
+    events = [CompileEvent(function=f"f{i % 3}", started_at=float(i), duration_s=1.0 + i % 3,
+                           kind="first" if i < 3 else "recompile") for i in range(n)]
+    ax = charts.timeline(events).axes[0]
+    assert len(ax.collections) == 6  # first + recompile scatter per function, whatever n is
+    drawn = scatters(ax.figure)
+    assert set(drawn) == {"f0", "f1", "f2"}
+    for name, pts in drawn.items():
+        k = int(name[1])
+        assert 0 < len(pts) <= charts.CELLS[0] + 2  # one point per cell along the line
+        assert pts[:, 0].min() == k and pts[:, 0].max() > n - 10  # from the start to the end
+        assert set(pts[:, 1]) == {1.0 + k}  # thinned, never moved
+        assert set(pts[:, 0]) <= set(range(k, n, 3))
+    few = charts.timeline(events[:30]).axes[0]
+    assert sum(len(c.get_offsets()) for c in few.collections) == 30  # small logs: every point
+
+
+def test_thin_keeps_every_point_of_a_small_series_and_one_per_cell_of_a_big_one():
+    xs = np.arange(10, dtype=float)
+    assert charts.thin(xs, xs, (0, 10), (0, 10)).tolist() == list(range(10))
+    same = np.zeros(charts.MAX_POINTS + 1)
+    assert charts.thin(same, same, (-1, 1), (-1, 1)).tolist() == [0]  # all in one cell
+    spread = np.linspace(0, 1, charts.MAX_POINTS + 1)
+    kept = charts.thin(spread, spread, (0, 1), (0, 1))
+    assert len(kept) <= sum(charts.CELLS) + 1 and kept[0] == 0  # the cells on a diagonal
+    assert (np.diff(kept) > 0).all()  # in their order
+
+
+def test_neff_builds_are_one_line_per_function():
+    events = [CompileEvent(function="f", started_at=float(i), duration_s=1.0, neff_compile_s=20.0,
+                           kind="first" if i == 0 else "recompile") for i in range(50)]
+    ax = charts.timeline(events).axes[0]
+    assert len(ax.lines) == 1  # the builds of all 50 graphs in one path (NaN-separated)
+    xs, ys = ax.lines[0].get_data()
+    assert np.nanmax(ys) == 21.0 and np.nanmin(ys) == 1.0
+    assert "NEFF" in ax.get_ylabel() and "NEFF builds 1000.0 s" in ax.get_title()

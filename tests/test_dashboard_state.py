@@ -2,12 +2,12 @@
 progress, runs kept and uploaded, and the defects found by probing it (each with its test)."""
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import pytest
 
+from neuronkit.models import ModelNotFoundError
 from neuronkit.events import FORMAT, CompileEvent, CompileLog
 from neuronkit.sources.starts import CompileStart
 from neuronkit.views.dashboard_runs import export_target, run_name
@@ -76,7 +76,7 @@ def test_a_failed_load_keeps_the_model_already_loaded(live, tmp_path):
     path = live.model_path
     live.model_path = str(tmp_path / "no-such-model")
     try:
-        with pytest.raises(Exception):
+        with pytest.raises(ModelNotFoundError):
             live.load()
         assert live.model is model and live.loaded and live.error
         live.generate("still works")
@@ -178,3 +178,14 @@ def test_keep_run_is_a_snapshot(live):
     live.generate("the cat sat on a mat while rain fell")
     assert len(live.run_log(kept).events) == n < len(live.session_log.events)
     assert kept in live.run_names
+
+
+def test_stop_right_after_start_is_not_lost(live):
+    """Stop pressed before the worker thread got going still stops it (before any batch)."""
+    live.reset()
+    live.sweep_count, live.padding = 4, "none"
+    worker = live.start("sweep")
+    live.stop()
+    worker.join(120)
+    assert live.status == ("Stopped after 0 of 4 batches; what was recorded stays in the log")
+    assert not live.log.events and not live.busy and not live.stopping

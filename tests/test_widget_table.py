@@ -87,3 +87,21 @@ def test_replay_shows_only_what_applies_and_uploads_replay(tmp_path):
     dash.run.value = ""
     assert dash.table_panel.table.total == 5
     dash.close()
+
+
+def test_compare_two_runs_side_by_side(tmp_path):
+    dash = RecompileDashboard(state=DashboardState(log=big_log(3), source="base.jsonl"))
+    naive, bucketed = big_log(11), big_log(1)
+    files = [(name, log.save(tmp_path / name).read_bytes())
+             for name, log in (("naive.jsonl", naive), ("bucketed.jsonl", bucketed))]
+    dash.state.open_uploads(files)
+    panel = dash.compare_panel
+    assert (panel.a.value, panel.b.value) == ("naive.jsonl", "bucketed.jsonl")
+    assert not panel.button.disabled
+    panel.button.click()
+    html = panel.html.value
+    assert "naive.jsonl" in html and "bucketed.jsonl" in html and "fewer" in html
+    assert bytes(panel.chart.value).startswith(b"\x89PNG") and panel.chart.layout.display == ""
+    cmp = dash.state.compare("", "naive.jsonl")
+    assert cmp.a.name == "the replayed log" and cmp.a.events == 3 and cmp.b.events == 11
+    dash.close()

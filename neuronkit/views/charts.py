@@ -6,38 +6,72 @@
 Figures are built on ``matplotlib.figure.Figure`` with an Agg canvas, never through pyplot, so
 they need no display, keep no global state and can be drawn from any thread (the widget redraws
 on every event). They show themselves in Jupyter as a PNG (``_repr_png_``), with or without
-``%matplotlib inline``. Each function (or rank) is one scatter, so a 1,000-event log draws quickly.
-Functions that share a name are told apart by their place (``forward (modeling_qwen3.py:440)``).
+``%matplotlib inline``.
+
+Drawing cost hardly grows with the log: each function (or rank) is one scatter of first
+compiles and one of recompiles (uniform markers: Agg stamps one raster), and a series of more
+than ``MAX_POINTS`` points keeps one point per small cell of the axes. A figure of its own gets
+margins measured from its texts, so no label is cut off; compile seconds go on a log scale when
+they span ``LOG_SCALE_SPAN`` or more. Functions that share a name are told apart by their place
+(``forward (modeling_qwen3.py:440)``).
 """
 from __future__ import annotations
 
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Literal, cast
 
+import numpy as np
 from matplotlib import figure
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.collections import PathCollection
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from .safe import strip_control
 from ..events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels,
-                     neff_seconds, short_label, total_seconds)
+                      short_label)
 
-__all__ = ["timeline", "graph_growth", "dashboard_chart", "png_bytes", "save_png", "PNG_SIGNATURE"]
+__all__ = ["timeline", "graph_growth", "dashboard_chart", "png_bytes", "save_png", "PNG_SIGNATURE",
+           "LOG_SCALE_SPAN", "MAX_POINTS", "plain_log_ticks", "seconds_scale"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LIMIT_COLOUR = "#d62728"
 XLABELS = {"time": "seconds since the first compile", "call": "compile event number"}
+LOG_SCALE_SPAN = 100.0  # largest / smallest positive compile seconds from which y is logarithmic
+MAX_POINTS = 500  # a series with more points keeps one per cell of a CELLS grid over the axes
+CELLS = (200, 80)  # about 3 px a cell on the dashboard's axes: less than a marker
+TICKS = 6  # the most tick labels an axis gets (each text costs as much to draw as ~500 marks)
+LABEL_CHARS = 32  # a legend label's most characters
+LEGEND_FONT = 8.0
+LEGEND_SHARE = 0.4  # the most of a figure's width its legend takes
+TITLE_FONT = 10.0
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
             "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94"]
+# a figure of its own: room (inches) for the y tick labels and label, the x ones, the title
+_LEFT_IN, _BOTTOM_IN, _TOP_IN, _GAP_IN = 0.75, 0.55, 0.4, 0.1
 
 
-def _plain(label: str) -> str:
+def plain_label(label: str) -> str:
     """A label from a log as plain text: no control characters, and ``$`` not read as maths
     (a crafted name like ``$\\frac{$`` would make matplotlib raise)."""
     return strip_control(label, keep_newlines=False).replace("$", r"\$")
+
+
+def legend_label(label: str, width: int = LABEL_CHARS) -> str:
+    """A function label for a legend: plain, at most about ``width`` characters, keeping the
+    end of its place so that same-named functions stay apart (``forward (/a/…ling.py:440)``)."""
+    text = short_label(" ".join(strip_control(label, keep_newlines=False).split()), width)
+    if len(text) > width:
+        half = (width - 1) // 2
+        text = text[:half] + "…" + text[-(width - 1 - half):]
+    return plain_label(text)
 
 
 class Figure(figure.Figure):
@@ -48,15 +82,13 @@ class Figure(figure.Figure):
         return png_bytes(self)
 
 
-def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[figure.Figure, Axes]:
+def figure_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[figure.Figure, Axes]:
     """The caller's axes, or a new headless Agg figure with one axes."""
     if ax is not None:
         # the caller's own figure (a SubFigure for a subfigure's axes, used like a Figure)
         return cast(figure.Figure, ax.figure), ax
     fig = Figure(figsize=figsize, dpi=100)
     FigureCanvasAgg(fig)
-    # fixed margins (room for the legend on the right): a layout engine would double draw time
-    fig.subplots_adjust(left=0.08, right=0.76, bottom=0.15, top=0.9)
     return fig, fig.add_subplot()
 
 
@@ -67,20 +99,19 @@ def _check(x: str, by: str = "function") -> None:
         raise ValueError(f"by must be 'function' or 'rank', got {by!r}")
 
 
-def _xs(events: list[CompileEvent], x: str) -> list[float]:
+def _xs(starts: np.ndarray, x: str) -> np.ndarray:
     """Seconds since the first event's start, or the event number (its place in the log)."""
-    if x == "call":
-        return [float(i) for i in range(len(events))]
-    t0 = min(e.started_at for e in events)
-    return [e.started_at - t0 for e in events]
+    return starts - starts.min() if x == "time" else np.arange(len(starts), dtype=float)
 
 
-def _empty(fig: figure.Figure, ax: Axes, title: str) -> figure.Figure:
+def _empty(fig: figure.Figure, ax: Axes, title: str, own_axes: bool) -> figure.Figure:
     ax.text(0.5, 0.5, "no compile events", ha="center", va="center", fontsize=12,
             color="#555555", transform=ax.transAxes)
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.set_title(title)
+    text = ax.set_title(title, fontsize=TITLE_FONT)
+    if own_axes:
+        fit_layout(fig, ax, text, None)
     return fig
 
 
@@ -93,6 +124,107 @@ def _group_key(e: CompileEvent, by: str, labels: dict[tuple[str, str], str]) -> 
     return labels[e.function, e.location] if by == "function" else f"rank {e.rank}"
 
 
+def plain_log_ticks(ax: Axes) -> None:
+    """Log-axis tick labels as plain numbers (0.1, 1, 10): matplotlib's default writes them as
+    math text, whose parser costs a PNG redraw tens of milliseconds."""
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def seconds_scale(seconds: Iterable[float]) -> Literal["linear", "log"]:
+    """``log`` when the positive seconds span ``LOG_SCALE_SPAN`` or more (largest / smallest)."""
+    values = np.asarray(seconds if isinstance(seconds, np.ndarray) else list(seconds), dtype=float)
+    values = values[values > 0]
+    return "log" if values.size and values.max() / values.min() >= LOG_SCALE_SPAN else "linear"
+
+
+def padded_limits(values: np.ndarray, scale: str = "linear", from_zero: bool = False,
+                  headroom: float = 0.04) -> tuple[float, float]:
+    """Axis limits that hold every value with a margin (``headroom`` of the span above, 4%
+    below); a single value sits mid-axes. ``from_zero``: a linear axis starts (just below) 0."""
+    if scale == "log":
+        positive = values[values > 0]
+        lo, hi = (float(positive.min()), float(positive.max())) if positive.size else (0.1, 1.0)
+        return lo / 2.5, hi * 2.5
+    lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+    if hi == lo:  # one value
+        half = abs(hi) or 1.0
+        return (-0.08 * hi, 2.0 * hi) if from_zero and hi > 0 else (lo - half, hi + half)
+    lo = min(lo, 0.0) if from_zero else lo
+    return lo - 0.04 * (hi - lo), hi + headroom * (hi - lo)
+
+
+def thin(xs: np.ndarray, ys: np.ndarray, xlim: tuple[float, float], ylim: tuple[float, float],
+         log_y: bool = False) -> np.ndarray:
+    """Indices of the points to draw: all of at most ``MAX_POINTS``, else the first point in
+    each cell of a ``CELLS`` grid over the limits (the others would hide under its marker)."""
+    if len(xs) <= MAX_POINTS:
+        return np.arange(len(xs))
+    if log_y:
+        ys, ylim = np.log10(np.maximum(ys, ylim[0])), (np.log10(ylim[0]), np.log10(ylim[1]))
+    cols, rows = CELLS
+    cx = np.clip((xs - xlim[0]) / max(xlim[1] - xlim[0], 1e-12) * cols, 0, cols).astype(np.int64)
+    cy = np.clip((ys - ylim[0]) / max(ylim[1] - ylim[0], 1e-12) * rows, 0, rows).astype(np.int64)
+    _, first = np.unique(cx * (rows + 1) + cy, return_index=True)
+    return np.sort(first)
+
+
+@dataclass
+class LegendEntries:
+    """A legend's entries: one per function (weight: its graphs), then the marks' entries.
+    When not all functions fit, the heaviest are kept, in their order, and ``+ N more`` said."""
+
+    functions: list[tuple[Artist, int]]
+    marks: list[Artist]
+
+    def handles(self, keep: int | None = None) -> list[Artist]:
+        shown = self.functions
+        if keep is not None and keep < len(shown):
+            heaviest = sorted(range(len(shown)), key=lambda i: -shown[i][1])[:keep]
+            shown = [shown[i] for i in sorted(heaviest)]
+        handles = [handle for handle, _ in shown]
+        if len(shown) < len(self.functions):
+            handles.append(Line2D([], [], ls="", label=f"+ {len(self.functions) - len(shown)} more"))
+        return handles + self.marks
+
+    def draw(self, ax: Axes, keep: int | None = None, fontsize: float = LEGEND_FONT) -> Legend:
+        """The legend outside the axes, on the right."""
+        return ax.legend(handles=self.handles(keep), fontsize=fontsize, loc="upper left",
+                         bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0.0)
+
+
+def fit_layout(fig: figure.Figure, ax: Axes, title: Text, entries: LegendEntries | None) -> None:
+    """Margins of a figure of its own measured from its texts: the legend on the right (in a
+    smaller font where it would take more than ``LEGEND_SHARE`` of the width, cut to the
+    functions that fit the height), the title shrunk where it would pass the edges."""
+    renderer = cast(FigureCanvasAgg, fig.canvas).get_renderer()
+    width, height = fig.get_size_inches()
+    dpi = fig.dpi
+    left, bottom, top = (min(_LEFT_IN, width * 0.3), min(_BOTTOM_IN, height * 0.4),
+                         min(_TOP_IN, height * 0.3))
+    right = _GAP_IN
+    if entries is not None:
+        fontsize, keep = LEGEND_FONT, None
+        box = entries.draw(ax).get_window_extent(renderer)
+        widest = width * LEGEND_SHARE - _GAP_IN - 0.1
+        if box.width / dpi > widest:
+            fontsize = max(LEGEND_FONT * widest * dpi / box.width, 5.0)
+            box = entries.draw(ax, keep, fontsize).get_window_extent(renderer)
+        room = height - top - _GAP_IN
+        if box.height / dpi > room and entries.functions:
+            row = box.height / dpi / len(entries.handles())
+            keep = max(int(room / row) - len(entries.marks) - 1, 1)
+            box = entries.draw(ax, keep, fontsize).get_window_extent(renderer)
+        right += box.width / dpi + 0.1
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
+                        top=1 - top / height)
+    centre = left + (width - left - right) / 2  # the title is centred over the axes
+    room_px = 2 * (min(centre, width - centre) - _GAP_IN) * dpi
+    extent = title.get_window_extent(renderer).width
+    if extent > room_px:
+        title.set_fontsize(max(title.get_fontsize() * room_px / extent, 5.0))
+
+
 def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"] = "time",
              ax: Axes | None = None, by: Literal["function", "rank"] = "function",
              figsize: tuple[float, float] = (8.0, 3.6)) -> figure.Figure:
@@ -101,78 +233,128 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     ``figsize`` (inches) sizes the new figure; it is ignored when drawing on a given ``ax``.
 
     Filled circles are first compiles, hollow circles recompiles, black crosses failed compiles,
-    and red X marks the recompile-limit hits where torch fell back to eager.
+    and red X marks the recompile-limit hits where torch fell back to eager. The y axis is
+    logarithmic when compile seconds span orders of magnitude (its label says so).
     """
     _check(x, by)
     events = as_events(log)
-    own_axes = ax is None  # on a caller's (possibly shared) axes, leave the y limits to them
-    fig, ax = _axes(ax, figsize)
+    own_axes = ax is None  # on a caller's (possibly shared) axes, leave the limits to them
+    fig, ax = figure_axes(ax, figsize)
     if not events:
-        return _empty(fig, ax, "Compile timeline")
-    xs = _xs(events, x)
-    labels = function_labels(events)
-    groups: dict[str, list[int]] = {}  # every function gets its colour, in order of appearance
-    for i, e in enumerate(events):
-        idx = groups.setdefault(_group_key(e, by, labels), [])
-        if e.kind in GRAPH_KINDS:
-            idx.append(i)
-    keys = sorted(groups, key=lambda k: int(k.split()[-1])) if by == "rank" else list(groups)
-    palette = colours(keys)
-    for key in keys:
-        idx = groups[key]
-        if not idx:
+        return _empty(fig, ax, "Compile timeline", own_axes)
+    labels = function_labels(events) if by == "function" else {}
+    numbers = np.array([(e.started_at, e.duration_s or 0.0, 0.0 if e.metrics.get("neff_in_duration")
+                         else e.neff_compile_s or 0.0) for e in events], dtype=float)
+    xs = _xs(numbers[:, 0], x)
+    durations, builds = numbers[:, 1], numbers[:, 2]
+    totals = durations + builds  # CompileEvent.total_s
+    kinds = np.array([e.kind for e in events])
+    keys = [_group_key(e, by, labels) for e in events]
+    order = list(dict.fromkeys(keys))  # every function gets its colour, in order of appearance
+    if by == "rank":
+        order.sort(key=lambda k: int(k.split()[-1]))
+    palette = colours(order)
+    graph = np.isin(kinds, GRAPH_KINDS)
+    scale = seconds_scale(totals[graph | (kinds == "failed")])
+    log_y, xlim = scale == "log", padded_limits(xs)
+    ylim = padded_limits(totals, scale, from_zero=True, headroom=0.12)  # room for the notes
+    if log_y:
+        ax.set_yscale("log")
+        plain_log_ticks(ax)
+    if own_axes:  # limits first: no autoscaling while the marks are added
+        ax.set_xlim(xlim)
+        ax.set_ylim(ylim)
+    bottom = ylim[0] * 1.3 if log_y else 0.0  # where a 0 s mark sits on a log axis
+    ys = np.maximum(totals, bottom) if log_y else totals
+
+    def scatter(idx: np.ndarray, values: np.ndarray = ys, **style: object) -> None:
+        keep = idx[thin(xs[idx], values[idx], xlim, ylim, log_y)]
+        scatter_points(ax, xs[keep], values[keep], **style)
+
+    index = {k: i for i, k in enumerate(order)}
+    group = np.fromiter((index[k] for k in keys), dtype=np.int64, count=len(keys))
+    functions: list[tuple[Artist, int]] = []
+    for gi, key in enumerate(order):
+        mine = graph & (group == gi)
+        colour, name = palette[key], legend_label(key)
+        functions.append((Line2D([], [], ls="", marker="o", color=colour, label=name),
+                          int(mine.sum())))
+        for kind, face in (("first", colour), ("recompile", "white")):
+            idx = np.flatnonzero(mine & (kinds == kind))
+            if idx.size:
+                scatter(idx, s=36, linewidths=1.5, edgecolors=colour, facecolors=face,
+                        label=name, gid=plain_label(key), zorder=3)
+        built = np.flatnonzero(mine & (totals > durations))
+        if built.size:  # on Neuron: Dynamo's part up to the mark's foot, the NEFF build above it
+            built = built[thin(xs[built], totals[built], xlim, ylim, log_y)]
+            foot, nan = np.maximum(durations[built], bottom), np.full(built.size, np.nan)
+            ax.plot(np.column_stack([xs[built], xs[built], nan]).ravel(),  # one path, NaN-cut
+                    np.column_stack([foot, ys[built], nan]).ravel(), color=colour, lw=3,
+                    alpha=0.35, zorder=2, solid_capstyle="butt")
+    marked: list[Artist] = []
+    marks = (("kernels", "D", 28, "#795548", totals), ("graph_break", "|", 80, "#616161", totals),
+             ("failed", "x", 50, "black", totals), ("limit_hit", "X", 110, LIMIT_COLOUR, durations))
+    for kind, marker, size, colour, values in marks:
+        idx = np.flatnonzero(kinds == kind)
+        if not idx.size:
             continue
-        ax.scatter([xs[i] for i in idx], [events[i].total_s for i in idx], s=36, linewidths=1.5,
-                   edgecolors=palette[key], label=_plain(short_label(key, 24)), gid=_plain(key), zorder=3,
-                   facecolors=[palette[key] if events[i].kind == "first" else "white" for i in idx])
-        built = [i for i in idx if events[i].total_s > events[i].duration_s]
-        if built:  # on Neuron: Dynamo's part up to the mark's foot, the NEFF build above it
-            ax.vlines([xs[i] for i in built], [events[i].duration_s for i in built],
-                      [events[i].total_s for i in built], colors=palette[key], linewidths=3,
-                      alpha=0.35, zorder=2)
-    kernels = [i for i, e in enumerate(events) if e.kind == "kernels"]
-    if kernels:
-        n = sum(events[i].kernels for i in kernels)
-        forecast = " forecast" if all(events[i].forecast for i in kernels) else ""
-        ax.scatter([xs[i] for i in kernels], [events[i].total_s for i in kernels], marker="D",
-                   s=28, color="#795548", label=f"eager kernels ({n}{forecast})", zorder=4)
-    breaks = [i for i, e in enumerate(events) if e.kind == "graph_break"]
-    if breaks:
-        ax.scatter([xs[i] for i in breaks], [events[i].total_s for i in breaks], marker="|",
-                   s=80, color="#616161", label=f"graph break ({len(breaks)})", zorder=4)
-    failed = [i for i, e in enumerate(events) if e.kind == "failed"]
-    if failed:
-        ax.scatter([xs[i] for i in failed], [events[i].total_s for i in failed], marker="x",
-                   s=50, color="black", label="failed", zorder=4)
-    hits = [i for i, e in enumerate(events) if e.kind == "limit_hit"]
-    if hits:
-        ax.scatter([xs[i] for i in hits], [events[i].duration_s for i in hits], marker="X", s=110,
-                   color=LIMIT_COLOUR, label="limit hit", zorder=5)
-        first = hits[0]
-        right_half = xs[first] > (min(xs) + max(xs)) / 2  # keep the note inside the axes
-        ax.annotate(f"recompile limit hit ({len(hits)}x): eager fallback",
-                    (xs[first], events[first].duration_s), xytext=(-8 if right_half else 8, 14),
-                    ha="right" if right_half else "left",
-                    textcoords="offset points", color=LIMIT_COLOUR, fontsize=8,
-                    arrowprops={"arrowstyle": "-", "color": LIMIT_COLOUR})
-    handles, _ = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], ls="", marker="o", color="#555555", label="first compile"),
-                Line2D([], [], ls="", marker="o", color="#555555", markerfacecolor="white",
-                       label="recompile")]
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              frameon=False)
+        label = _mark_label(kind, [events[i] for i in idx])
+        plotted = np.maximum(values, bottom) if log_y else values
+        scatter(idx, plotted, marker=marker, s=size, color=colour, label=label,
+                zorder=5 if kind == "limit_hit" else 4)
+        marked.append(ax.collections[-1])
+        if kind == "limit_hit":
+            _note_limit_hits(ax, xs, plotted, idx, xlim, ylim, log_y)
+    marked += [Line2D([], [], ls="", marker="o", color="#555555", label="first compile"),
+               Line2D([], [], ls="", marker="o", color="#555555", markerfacecolor="white",
+                      label="recompile")]
+    entries = LegendEntries(functions, marked)
     ax.set_xlabel(XLABELS[x])
-    ax.set_ylabel("compile seconds (+ NEFF)" if any(e.neff_compile_s for e in events)
-                  else "compile seconds")
-    if own_axes:
-        top = max(max(e.total_s for e in events), 1e-3) * 1.12
-        ax.set_ylim(-0.04 * top, top)  # room for the limit-hit marks, which sit near 0 s
-    total, neff = total_seconds(events), neff_seconds(events)
-    noun = "event" if len(events) == 1 else "events"
-    builds = f" (NEFF builds {neff:.1f} s)" if neff else ""
-    ax.set_title(f"Compile timeline: {len(events)} {noun}, {total:.1f} s compiling{builds}")
+    seconds = "compile seconds (+ NEFF)" if any(e.neff_compile_s for e in events) else \
+        "compile seconds"
+    ax.set_ylabel(seconds + (", log scale" if log_y else ""))
+    ax.xaxis.set_major_locator(MaxNLocator(TICKS, integer=x == "call"))
+    if not log_y:
+        ax.yaxis.set_major_locator(MaxNLocator(TICKS))
+    neff, noun = float(builds.sum()), "event" if len(events) == 1 else "events"
+    title = ax.set_title(f"Compile timeline: {len(events)} {noun}, {totals.sum():.1f} s compiling"
+                         + (f" (NEFF builds {neff:.1f} s)" if neff else ""), fontsize=TITLE_FONT)
     ax.grid(True, alpha=0.3)
+    if own_axes:
+        fit_layout(fig, ax, title, entries)
+    else:
+        entries.draw(ax)
     return fig
+
+
+def scatter_points(ax: Axes, xs: np.ndarray, ys: np.ndarray, **style: object) -> PathCollection:
+    """``ax.scatter`` whose cost stays small for many points: the offsets are set on an empty
+    scatter and the data limits grown from the points at once (not from each marker's path)."""
+    points = np.column_stack([xs, ys])
+    collection = ax.scatter([], [], **style)  # type: ignore[arg-type]
+    collection.set_offsets(points)
+    ax.update_datalim(points)  # the axes autoscale (lazily, when drawn) to hold them
+    return collection
+
+
+def _mark_label(kind: str, events: list[CompileEvent]) -> str:
+    if kind == "kernels":
+        forecast = " forecast" if all(e.forecast for e in events) else ""
+        return f"eager kernels ({sum(e.kernels for e in events)}{forecast})"
+    return f"graph break ({len(events)})" if kind == "graph_break" else kind.replace("_", " ")
+
+
+def _note_limit_hits(ax: Axes, xs: np.ndarray, ys: np.ndarray, hits: np.ndarray,
+                     xlim: tuple[float, float], ylim: tuple[float, float], log_y: bool) -> None:
+    """A note by the first limit hit, on its side towards the middle of the axes."""
+    first = int(hits[0])
+    right_half = xs[first] > (xlim[0] + xlim[1]) / 2
+    middle = float(np.sqrt(ylim[0] * ylim[1])) if log_y else (ylim[0] + ylim[1]) / 2
+    upper_half = ys[first] > middle
+    ax.annotate(f"recompile limit hit ({hits.size}x): eager fallback", (xs[first], ys[first]),
+                xytext=(-8 if right_half else 8, -14 if upper_half else 14),
+                ha="right" if right_half else "left", va="top" if upper_half else "baseline",
+                textcoords="offset points", color=LIMIT_COLOUR, fontsize=8)
 
 
 def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = None,
@@ -185,12 +367,13 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     """
     _check(x, by)
     events = as_events(log)
-    fig, ax = _axes(ax, figsize)
+    own_axes = ax is None
+    fig, ax = figure_axes(ax, figsize)
     if not events:
-        return _empty(fig, ax, f"Graphs per {by}")
-    xs = _xs(events, x)
+        return _empty(fig, ax, f"Graphs per {by}", own_axes)
+    xs = _xs(np.array([e.started_at for e in events], dtype=float), x).tolist()
     end = xs[-1] if x == "call" else max(xs)
-    labels = function_labels(events)
+    labels = function_labels(events) if by == "function" else {}
     lines: dict[str, tuple[list[float], list[int]]] = {}
     hits: list[tuple[float, int]] = []
     for i, e in enumerate(events):
@@ -202,22 +385,32 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
             hits.append((xs[i], len(py)))
     keys = sorted(lines, key=lambda k: int(k.split()[-1])) if by == "rank" else list(lines)
     palette = colours(keys)  # the same colours as timeline()
+    functions: list[tuple[Artist, int]] = []
     for name in keys:
         px, py = lines[name]
         if px:
             ax.step(px + [end], py + [py[-1]], where="post", color=palette[name], lw=1.8,
-                    label=_plain(f"{short_label(name, 24)} ({py[-1]})"), gid=_plain(name))
+                    label=f"{legend_label(name)} ({py[-1]})", gid=plain_label(name),  # a dot a graph
+                    marker="o" if len(px) <= 50 else "", ms=4, markevery=slice(0, len(px)))
+            functions.append((ax.lines[-1], py[-1]))
+    marks: list[Artist] = []
     if hits:
-        ax.scatter([h[0] for h in hits], [h[1] for h in hits], marker="X", s=90,
-                   color=LIMIT_COLOUR, zorder=5, label="limit hit")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        marks.append(ax.scatter([h[0] for h in hits], [h[1] for h in hits], marker="X", s=90,
+                                color=LIMIT_COLOUR, zorder=5, label="limit hit"))
+    entries = LegendEntries(functions, marks)
     ax.set_xlabel(XLABELS[x])
     ax.set_ylabel("graphs compiled")
-    ax.set_ylim(bottom=0)
-    # the stub's Locator.set_params takes no arguments; at runtime it takes **kwargs
-    ax.yaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
-    ax.set_title(f"Graphs per {by}")
+    counts = np.array([py[-1] for px, py in lines.values() if py] or [0], dtype=float)
+    ax.set_ylim(0, max(counts.max() * 1.12, counts.max() + 1))
+    ax.yaxis.set_major_locator(MaxNLocator(TICKS, integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(TICKS, integer=x == "call"))
+    title = ax.set_title(f"Graphs per {by}", fontsize=TITLE_FONT)
     ax.grid(True, alpha=0.3)
+    if own_axes:
+        ax.set_xlim(padded_limits(np.asarray(xs)))
+        fit_layout(fig, ax, title, entries)
+    else:
+        entries.draw(ax)
     return fig
 
 

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 from ..events import CompileLog, LogFormatError
 from ..sources.starts import CompileStart
+from .compare import Comparison, compare_logs
 from .safe import html_attr, html_text, strip_control
 
 __all__ = ["SessionRuns", "compiling_row", "export_target", "snapshot", "read_uploads",
@@ -178,6 +179,12 @@ class SessionRuns:
                   "info" if notes else "ok")
         return added
 
+    def compare(self, a: str, b: str) -> Comparison:
+        """Two runs side by side (names from ``run_names``; '' : the session's own log)."""
+        label = {"": "this session" if self.mode == "live" else "the replayed log"}
+        return compare_logs(self.run_log(a), self.run_log(b),
+                            names=(label.get(a, a), label.get(b, b)))
+
     def show_run(self, name: str) -> None:
         """Show a kept or uploaded run ('' : the session's own log)."""
         self.run_log(name)  # an unknown name: a clear error
@@ -202,6 +209,8 @@ class SessionRuns:
                     if not self.error:  # _action has shown its own error
                         self.fail(exc)
 
+            self._stop.clear()
+            self.stopping = False
             self._worker = threading.Thread(target=work, name=f"neuronkit-{action}", daemon=True)
             self._worker.start()
         return self._worker
@@ -235,6 +244,6 @@ class SessionRuns:
 
     def stop(self) -> None:
         """End the running action after its current batch (what was recorded stays)."""
-        if self.busy:
+        if self.busy or (self._worker is not None and self._worker.is_alive()):
             self.stopping = True
             self._stop.set()

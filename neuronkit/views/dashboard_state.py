@@ -25,7 +25,7 @@ from traitlets import Bool, Dict, Enum, HasTraits, Int, List, Unicode
 
 from ..advice import Advice, diagnose
 from ..device import cpu_backend, detect
-from ..events import CompileEvent, CompileLog
+from ..events import GRAPH_KINDS, CompileEvent, CompileLog, function_labels
 from ..examples.text import text_of_tokens
 from ..generation import GenerationResult, generate
 from ..models import check_placement, load_model, load_tokenizer, tiny_model
@@ -107,6 +107,9 @@ class DashboardState(HasTraits, SessionRuns):
         self._loaded_on = ""  # the device the model was loaded on
         self._compiling: dict[int, Any] = {}  # CompileStart.id -> CompileStart
         self._ticker: threading.Thread | None = None
+        self._counted_log: CompileLog | None = None  # graph counts so far (see _graph_counts)
+        self._counted = 0
+        self._pairs: dict[tuple[str, str], int] = {}
         if log is not None:  # replay: no torch, no model
             self.mode = "replay"
             head = log.header or {}
@@ -187,10 +190,27 @@ class DashboardState(HasTraits, SessionRuns):
     def refresh(self, advice: bool = True) -> None:
         """Recompute the counters (and, if ``advice``, the ``diagnose()`` findings) from the log."""
         log = self.log
-        self.graph_counts = log.graph_counts()
+        self.graph_counts = self._graph_counts(log)
         if advice:
             self.advice = list(diagnose(log))
         self.event_count = len(log.events)
+
+    def _graph_counts(self, log: CompileLog) -> dict[str, int]:
+        """``log.graph_counts()``, counting only the events new since the last call (a live
+        event costs one event's work, not the whole log's)."""
+        if log is not self._counted_log or len(log.events) < self._counted:
+            self._counted_log, self._counted, self._pairs = log, 0, {}
+        pairs = self._pairs  # (function, location) -> graphs
+        for e in log.events[self._counted:]:
+            key = (e.function, e.location)
+            pairs[key] = pairs.get(key, 0) + (e.kind in GRAPH_KINDS)
+        self._counted = len(log.events)
+        labels = function_labels(CompileEvent(function=f, location=loc) for f, loc in pairs)
+        counts: dict[str, int] = {}
+        for key, n in pairs.items():
+            if n:
+                counts[labels[key]] = counts.get(labels[key], 0) + n
+        return counts
 
     def _on_event(self, event: CompileEvent) -> None:
         # runs in the thread that compiles: keep it cheap. The widget redraws on the event_count
@@ -241,8 +261,9 @@ class DashboardState(HasTraits, SessionRuns):
         if self.busy:
             raise RuntimeError(f"cannot start {what!r}: the dashboard is still busy")
         self.busy = True
-        self._stop.clear()
-        self.stopping = False
+        if threading.current_thread() is not self._worker:  # start() cleared it for its worker
+            self._stop.clear()                               # (a Stop pressed since then holds)
+            self.stopping = False
         self.error = self.error_detail = self.eta = ""
         self.progress, self.progress_max = 0, steps
         self._say(f"{what} …", "busy")
@@ -317,7 +338,10 @@ class DashboardState(HasTraits, SessionRuns):
                     break
                 self._say(f"Sweep {i}/{len(lengths)}: a prompt of about {n} tokens …", "busy")
                 prompt = self.prompt_of_length(n)
-                results.append(self._run(prompt, buckets, f"sweep {i}/{len(lengths)}"))
+                result = self._run(prompt, buckets, f"sweep {i}/{len(lengths)}")
+                if result.stopped:  # Stop came before its batch: it did not run
+                    break
+                results.append(result)
                 self.generated_text = results[-1].texts[0]
                 timings += results[-1].timings
                 self.progress = i
@@ -371,7 +395,8 @@ class DashboardState(HasTraits, SessionRuns):
                                  backend=self.backend if compile_ and not (
                                      self.backend == "neuron" and self.device.startswith("neuron"))
                                  else None, on_batch=self._on_batch, stop=self._stop)
-        self.prompt_lengths = [*self.prompt_lengths, length]  # only a prompt that ran
+        if not result.stopped:  # only a prompt that ran feeds the planner
+            self.prompt_lengths = [*self.prompt_lengths, length]
         if self.recorder.active:  # (a recorder generate started, it stopped: a safe point too)
             self.recorder.safe_point()  # on Neuron: NEFF build times and eager kernels resolved
         self.refresh()

@@ -25,7 +25,7 @@ from .charts import dashboard_chart, png_bytes
 from .dashboard_state import DTYPES, PADDINGS, SWEEP_ORDERS, DashboardState
 from .html import STYLE, advice_html, graph_counts_html, replay_note, status_html
 from .safe import html_text, strip_control
-from .widget_parts import UPLOAD_ACCEPT, TablePanel, compiling_html
+from .widget_parts import UPLOAD_ACCEPT, ComparePanel, TablePanel, compiling_html
 
 __all__ = ["RecompileDashboard"]
 
@@ -187,7 +187,9 @@ class RecompileDashboard(w.VBox):
                       self.table_panel, css_class="nk-live-panel")
         text_panel = _panel("Generated text", self.output_text, css_class="nk-text-panel")
         export = row(self.export_path, self.save_log_button, self.save_png_button)
-        runs = _panel("Runs", row(self.upload, self.run, self.keep_button), css_class="nk-runs")
+        self.compare_panel = ComparePanel(s)
+        runs = _panel("Runs", row(self.upload, self.run, self.keep_button), self.compare_panel,
+                      css_class="nk-runs")
         status = row(self.status, self.progress, self.eta, self.stop_button)
         super().__init__([header, model_panel, gen_panel, runs, status, self.compiling, live,
                           text_panel, export])
@@ -236,6 +238,7 @@ class RecompileDashboard(w.VBox):
     def _show_runs(self, change: Any = None) -> None:
         s = self.state
         own = "this session" if s.mode == "live" else "the replayed log"
+        self.compare_panel.set_runs(own, list(s.run_names), live=s.mode == "live")
         options = [(own, ""), *((n, n) for n in s.run_names)]  # run names are clean
         if list(self.run.options) != options:
             self.run.options = options
@@ -310,12 +313,13 @@ class RecompileDashboard(w.VBox):
 
     # -- drawing ----------------------------------------------------------------------
     def redraw(self, full: bool = True) -> None:
-        """Draw the event table and the graph counter; if ``full``, also refresh the advice
-        (``diagnose()``) and redraw the chart. Everything is read from ``state.log``."""
+        """Draw the event table; if ``full``, also the graph counter, the advice (``diagnose()``)
+        and the chart (while a run goes on: at most every CHART_EVERY_S, and when it ends).
+        Everything is read from ``state.log``."""
         log = self.state.log
-        self.graph_count.value = graph_counts_html(log)
         if full:
             self.state.refresh()          # the advice observer redraws the advice
+            self.graph_count.value = graph_counts_html(log)  # with the chart: a pass over all
             self.table_panel.show(log, self.state.advice)
             self.chart.value = png_bytes(dashboard_chart(log))
             self._chart_at, self._chart_stale = time.monotonic(), False

@@ -13,13 +13,15 @@ from typing import Any, Callable, Iterable
 import ipywidgets as w
 
 from ..events import CompileLog
+from .charts import png_bytes
 from .chrome_trace import write_chrome_trace
-from .dashboard_runs import download_link
+from .compare import compare_chart, comparison_html
+from .dashboard_runs import SessionRuns, download_link
 from .html import table_page_html
 from .safe import html_text, strip_control
 from .table import COLUMN_LABELS, SORT_COLUMNS, EventTable, advice_markdown, table_csv, table_markdown
 
-__all__ = ["TablePanel", "compiling_html", "clock", "PHASE_WORDS", "UPLOAD_ACCEPT"]
+__all__ = ["ComparePanel", "TablePanel", "compiling_html", "clock", "PHASE_WORDS", "UPLOAD_ACCEPT"]
 
 PHASE_WORDS = {"dynamo": "compiling",
                "device": "waiting for the device compiler (neuronx-cc) to build"}
@@ -198,6 +200,53 @@ class TablePanel(w.VBox):
             return download_link("compile-trace.json (Perfetto, chrome://tracing)",
                                  "compile-trace.json", data, "application/json")
         raise ValueError(f"export what? 'csv', 'md', 'advice' or 'trace', not {what!r}")
+
+
+class ComparePanel(w.VBox):
+    """Two runs side by side: graphs, compile seconds, projected device time, both timelines
+    on one axis, and what changed (``views.compare``)."""
+
+    def __init__(self, state: SessionRuns) -> None:
+        self.state = state
+        self.a = _css(w.Dropdown(description="Compare", layout=_width("300px")), "nk-compare-a")
+        self.b = _css(w.Dropdown(description="with", layout=_width("300px")), "nk-compare-b")
+        self.button = _css(w.Button(description="Compare", layout=_width("110px")),
+                           "nk-compare")
+        self.html = _css(w.HTML(), "nk-comparison")
+        self.chart = _css(w.Image(format="png", layout=w.Layout(width="100%", max_width="900px",
+                                                                height="auto")),
+                          "nk-compare-chart")
+        self.chart.layout.display = "none"
+        self.button.on_click(lambda _: self.run())
+        super().__init__([w.HBox([self.a, self.b, self.button],
+                                 layout=w.Layout(flex_flow="row wrap")), self.html, self.chart])
+        self.add_class("nk-compare-panel")
+
+    def set_runs(self, own: str, names: list[str], live: bool) -> None:
+        """The runs to choose from: the session's own log (``own`` names it) and ``names``.
+        First picks: live, the last run kept against the session now; else the first two."""
+        options = [(own, ""), *((n, n) for n in names)]
+        if live and names:
+            picks = (names[-1], "")
+        else:
+            picks = (names[0], names[1]) if len(names) > 1 else ("", names[0] if names else "")
+        for control, pick in zip((self.a, self.b), picks, strict=True):
+            if list(control.options) != options:
+                control.options = options
+                control.value = pick
+        self.button.disabled = len(options) < 2
+
+    def run(self) -> None:
+        state = self.state
+        try:
+            cmp = state.compare(self.a.value, self.b.value)
+            self.html.value = comparison_html(cmp)
+            self.chart.value = png_bytes(compare_chart(state.run_log(self.a.value),
+                                                       state.run_log(self.b.value),
+                                                       names=(cmp.a.name, cmp.b.name)))
+            self.chart.layout.display = ""
+        except Exception as exc:  # shown in the status area, never lost
+            state.fail(exc)
 
 
 def _css(widget: Any, css_class: str) -> Any:
