@@ -15,10 +15,11 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, ContextManager, Iterable
 
-from ..events import CompileLog, LogFormatError
+from ..events import GRAPH_KINDS, CompileEvent, CompileLog, LogFormatError, function_labels
 from ..sources.starts import CompileStart
+from .charts import dashboard_chart, save_png
 from .compare import Comparison, compare_logs
 from .safe import html_attr, html_text, strip_control
 
@@ -116,6 +117,10 @@ class SessionRuns:
     _worker_lock: threading.Lock
     _compiling: dict[int, CompileStart]
     _ticker: threading.Thread | None
+    _counted_log: CompileLog | None
+    _counted: int
+    _pairs: dict[tuple[str, str], int]
+    export_path: str
     compiling: list[dict[str, Any]]
     tick: int
     run_names: list[str]
@@ -141,6 +146,13 @@ class SessionRuns:
         raise NotImplementedError
 
     def _say(self, text: str, kind: str = "info") -> None:
+        raise NotImplementedError
+
+    @property
+    def log(self) -> CompileLog:
+        raise NotImplementedError
+
+    def _action(self, what: str, steps: int = 0) -> ContextManager[None]:
         raise NotImplementedError
 
     # -- runs --------------------------------------------------------------------------
@@ -220,6 +232,41 @@ class SessionRuns:
         worker = self._worker
         if worker is not None:
             worker.join(timeout)
+
+    # -- counts and exports ---------------------------------------------------------------
+    def _graph_counts(self, log: CompileLog) -> dict[str, int]:
+        """``log.graph_counts()``, counting only the events new since the last call (a live
+        event costs one event's work, not the whole log's)."""
+        if log is not self._counted_log or len(log.events) < self._counted:
+            self._counted_log, self._counted, self._pairs = log, 0, {}
+        pairs = self._pairs  # (function, location) -> graphs
+        for e in log.events[self._counted:]:
+            key = (e.function, e.location)
+            pairs[key] = pairs.get(key, 0) + (e.kind in GRAPH_KINDS)
+        self._counted = len(log.events)
+        labels = function_labels(CompileEvent(function=f, location=loc) for f, loc in pairs)
+        counts: dict[str, int] = {}
+        for key, n in pairs.items():
+            if n:
+                counts[labels[key]] = counts.get(labels[key], 0) + n
+        return counts
+
+    def export_log(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the session log as JSONL (the suffix becomes .jsonl)."""
+        with self._action("Saving the log"):
+            target = export_target(path or self.export_path, ".jsonl", "compile-log")
+            written = snapshot(self.log).save(target)  # the wall time too: the share needs it
+            self._say(f"Saved {len(self.log.events)} events to {written.resolve()}", "ok")
+        return written
+
+    def export_png(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the chart as PNG (the suffix becomes .png)."""
+        with self._action("Saving the chart"):
+            target = export_target(path or self.export_path, ".png", "compile-chart")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            written = Path(save_png(dashboard_chart(self.log), target))
+            self._say(f"Saved the chart to {written.resolve()}", "ok")
+        return written
 
     # -- compiles in progress ------------------------------------------------------------
     def _on_start(self, start: CompileStart) -> None:

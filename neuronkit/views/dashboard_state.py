@@ -25,18 +25,17 @@ from traitlets import Bool, Dict, Enum, HasTraits, Int, List, Unicode
 
 from ..advice import Advice, diagnose
 from ..device import cpu_backend, detect
-from ..events import GRAPH_KINDS, CompileEvent, CompileLog, function_labels
+from ..events import CompileEvent, CompileLog
 from ..examples.text import text_of_tokens
 from ..generation import GenerationResult, generate
 from ..models import check_placement, load_model, load_tokenizer, tiny_model
 from ..progress import BatchProgress, eta_s
 from ..recorder import CompileRecorder
 from ..shapes import Buckets, plan_buckets
-from .charts import dashboard_chart, save_png
 from .dashboard_inputs import (CPU_BACKENDS, DEFAULT_BOUNDARIES, DEFAULT_PROMPT, DTYPES, NO_COMPILE,
                                PADDINGS, REPLAY_REASON, SWEEP_ORDERS, describe_error,
                                parse_boundaries, sweep_lengths)
-from .dashboard_runs import SessionRuns, export_target, snapshot
+from .dashboard_runs import SessionRuns
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -194,23 +193,6 @@ class DashboardState(HasTraits, SessionRuns):
         if advice:
             self.advice = list(diagnose(log))
         self.event_count = len(log.events)
-
-    def _graph_counts(self, log: CompileLog) -> dict[str, int]:
-        """``log.graph_counts()``, counting only the events new since the last call (a live
-        event costs one event's work, not the whole log's)."""
-        if log is not self._counted_log or len(log.events) < self._counted:
-            self._counted_log, self._counted, self._pairs = log, 0, {}
-        pairs = self._pairs  # (function, location) -> graphs
-        for e in log.events[self._counted:]:
-            key = (e.function, e.location)
-            pairs[key] = pairs.get(key, 0) + (e.kind in GRAPH_KINDS)
-        self._counted = len(log.events)
-        labels = function_labels(CompileEvent(function=f, location=loc) for f, loc in pairs)
-        counts: dict[str, int] = {}
-        for key, n in pairs.items():
-            if n:
-                counts[labels[key]] = counts.get(labels[key], 0) + n
-        return counts
 
     def _on_event(self, event: CompileEvent) -> None:
         # runs in the thread that compiles: keep it cheap. The widget redraws on the event_count
@@ -430,23 +412,6 @@ class DashboardState(HasTraits, SessionRuns):
             self.prompt_lengths = []
             self.refresh()
             self._say("Compiled graphs cleared (torch.compiler.reset()); a new log started", "ok")
-
-    def export_log(self, path: str | os.PathLike[str] | None = None) -> Path:
-        """Write the session log as JSONL (the suffix becomes .jsonl)."""
-        with self._action("Saving the log"):
-            target = export_target(path or self.export_path, ".jsonl", "compile-log")
-            written = snapshot(self.log).save(target)  # the wall time too: the share needs it
-            self._say(f"Saved {len(self.log.events)} events to {written.resolve()}", "ok")
-        return written
-
-    def export_png(self, path: str | os.PathLike[str] | None = None) -> Path:
-        """Write the chart as PNG (the suffix becomes .png)."""
-        with self._action("Saving the chart"):
-            target = export_target(path or self.export_path, ".png", "compile-chart")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            written = Path(save_png(dashboard_chart(self.log), target))
-            self._say(f"Saved the chart to {written.resolve()}", "ok")
-        return written
 
     def close(self) -> None:
         """Stop listening to the recorder and drop the model."""
