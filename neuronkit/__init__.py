@@ -31,12 +31,15 @@ _EXPORTS: dict[str, str] = {
     "CompileRecorder": "recorder", "forecast_kernels": "sources.kernel_forecast",
     "diagnose": "advice", "Advice": "advice",
     "inspect_cache": "cache", "CacheReport": "cache",
+    "compile_budget": "budget", "CompileBudgetExceeded": "budget",
+    "warmup": "warm_up", "WarmupManifest": "warm_up",
 }
 
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .advice import Advice, diagnose
+    from .budget import CompileBudgetExceeded, compile_budget
     from .cache import CacheReport, inspect_cache
     from .device import (DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect,
                          resolve_device)
@@ -55,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .collate import FixedLengthCollator
     from .training import (CompileEventsCallback, RecompileWarning, StaticShapeWarning,
                            fixed_shape_args)
+    from .warm_up import WarmupManifest, warmup
 
 
 def __getattr__(name: str) -> Any:
@@ -64,6 +68,13 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext neuronkit``: the ``%%compile_budget`` cell magic (``neuronkit/magic.py``)."""
+    from .magic import load_ipython_extension as load
+
+    load(ipython)
 
 
 def __dir__() -> list[str]:

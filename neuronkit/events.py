@@ -306,6 +306,14 @@ class CompileLog:
         log.wall_time_s = wall_time_s
         return log
 
+    @classmethod
+    def from_torch_trace(cls, folder: str | os.PathLike[str]) -> "CompileLog":
+        """Read the trace files torch writes under ``TORCH_TRACE=folder`` (see
+        :mod:`neuronkit.trace_import`); bad lines are skipped with one warning per file."""
+        from neuronkit.trace_import import read_torch_trace
+
+        return read_torch_trace(folder)
+
     # -- views -------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.events)

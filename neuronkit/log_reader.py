@@ -26,7 +26,7 @@ from neuronkit.events import (_FIELDS, FORMAT, FORMAT_VERSION, KINDS, NEFF_CACHE
                               UPDATABLE, CompileEvent, EventKind, LogFolderError,
                               LogFormatError)
 
-__all__ = ["read_log"]
+__all__ = ["explain_event", "read_log"]
 
 
 def read_log(path: Path) -> tuple[dict[str, Any], list[CompileEvent], float | None]:
@@ -130,10 +130,10 @@ def _seconds_problem(name: str, value: Any, nullable: bool = False) -> str | Non
 def _event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
     """What is wrong with an event line, or None. ``checked``: the (keys, types) signatures seen
     well typed, so the usual line costs one set lookup and one expression; a line that fails
-    them is looked at field by field (:func:`_explain`) to name what is wrong."""
+    them is looked at field by field (:func:`explain_event`) to name what is wrong."""
     signature = (tuple(data), tuple(map(type, data.values())))
     if signature not in checked:
-        problem = _explain(data)
+        problem = explain_event(data)
         if problem is None and len(checked) < 512:  # untrusted input: the table stays small
             checked.add(signature)
         return problem
@@ -149,10 +149,10 @@ def _event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
             and _STR_TYPE.issuperset(map(type, get("reasons", ())))
             and (not get("ops") or all(type(n) is int and n >= 0 for n in data["ops"].values()))):
         return None
-    return _explain(data)
+    return explain_event(data)
 
 
-def _explain(data: dict[str, Any]) -> str | None:
+def explain_event(data: dict[str, Any]) -> str | None:
     """The first thing wrong with an event line, field by field (None: nothing)."""
     missing = [name for name in REQUIRED if name not in data]
     if missing:

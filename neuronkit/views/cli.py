@@ -1,4 +1,4 @@
-"""The ``neuronkit`` command line: doctor | demo | report LOG... | cache [DIR]."""
+"""The ``neuronkit`` command line: doctor | demo | report LOG... | cache [DIR] | warmup MODEL."""
 from __future__ import annotations
 
 import argparse
@@ -75,7 +75,10 @@ def _limit(text: str) -> int | None:
 
 
 def _log_paths(args: Sequence[str]) -> list[Path]:
-    """The logs named (a pattern the shell left unexpanded is expanded here), each once."""
+    """The logs named (a pattern the shell left unexpanded is expanded here), each once; a
+    folder of torch trace files (``TORCH_TRACE``) counts as one log."""
+    from ..trace_import import is_trace_folder
+
     paths: list[Path] = []
     for arg in args:
         path = Path(arg)
@@ -84,6 +87,8 @@ def _log_paths(args: Sequence[str]) -> list[Path]:
             if not matched:
                 raise FileNotFoundError(f"no compile log matches {arg!r}")
             paths += map(Path, matched)
+        elif path.is_dir() and is_trace_folder(path):
+            paths.append(path)  # torch's TORCH_TRACE files: read by CompileLog.from_torch_trace
         elif path.is_dir():
             raise ValueError(f"{path} is a folder: name the compile logs in it "
                              f"(neuronkit report {path / '*.jsonl'})")
@@ -98,7 +103,7 @@ def _log_paths(args: Sequence[str]) -> list[Path]:
 def _load(paths: list[Path]) -> "CompileLog":
     from ..events import CompileLog
 
-    logs = [CompileLog.load(p) for p in paths]
+    logs = [CompileLog.from_torch_trace(p) if p.is_dir() else CompileLog.load(p) for p in paths]
     if len(logs) == 1:
         return logs[0]
     seen: dict[Any, Path] = {}
@@ -176,6 +181,75 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     backend=args.backend, log_dir=args.log_dir)
 
 
+def _int_list(text: str) -> list[int]:
+    """``--buckets`` / ``--batch-sizes``: comma-separated positive ints, e.g. 64,128,256."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive ints such as "
+                                         f"64,128,256, got {text!r}")
+    return values
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive int, got {text!r}")
+    return value
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from statistics import fmean
+
+    from tqdm import tqdm
+
+    from ..models import load_model, load_tokenizer
+    from ..recorder import CompileRecorder
+    from ..warm_up import WarmupStep, warmup
+
+    for option, path in (("--manifest", args.manifest), ("--log", args.log)):
+        if path is not None and Path(path).is_dir():
+            raise ValueError(f"{option} {path} is a folder: name a file in it")
+    model = load_model(args.model, device=args.device, dtype=args.dtype)
+    tokenizer = load_tokenizer(args.model)
+    total = len(set(args.buckets)) * len(set(args.batch_sizes))
+    bar = tqdm(total=total, unit="graph", desc="warm-up", file=sys.stderr)
+    costs: list[float] = []
+
+    def step(progress: WarmupStep) -> None:
+        graph = progress.graph
+        costs.append(float(graph["wall_s"]))
+        left = fmean(costs) * (progress.total - progress.done)
+        bar.set_postfix_str(f"batch {graph['batch_size']}, bucket {graph['bucket']}: "
+                            f"{graph['compile_s']:.1f} s compile, ETA {left:.0f} s")
+        bar.update(1)
+
+    with CompileRecorder(log_path=args.log, device=str(model.device), context="warmup") as rec:
+        try:
+            manifest = warmup(model, tokenizer, args.buckets, batch_sizes=args.batch_sizes,
+                              max_new_tokens=args.max_new_tokens, recorder=rec,
+                              backend=args.backend, on_step=step)
+        finally:
+            bar.close()
+    print(terminal_safe(str(manifest)))
+    for graph in manifest.graphs:
+        neff = "" if graph["neff_compile_s"] is None else (
+            f", NEFF {graph['neff_compile_s']:.1f} s ({graph['neff_cache']})")
+        print(f"  batch {graph['batch_size']:>3}, bucket {graph['bucket']:>5}, cache "
+              f"{graph['cache_len']:>5}: {graph['graphs']} compile(s), {graph['compile_s']:.2f} s"
+              f"{neff}")
+    if args.manifest is not None:
+        _write("manifest", Path(args.manifest), lambda: manifest.save(args.manifest), sys.stdout)
+    if args.log is not None:
+        print(terminal_safe(f"compile log written to {args.log}"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neuronkit", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -236,6 +310,27 @@ def build_parser() -> argparse.ArgumentParser:
                         "locks to remove (a dry run; nothing is removed without --yes)")
     p.add_argument("--yes", action="store_true", help="with --prune: really remove them")
     p.set_defaults(func=cmd_cache)
+
+    p = sub.add_parser("warmup", help="compile every graph of a serving plan before serving",
+                       description="Compile the decode graphs (and on Neuron the prefill kernels) "
+                                   "of buckets x batch sizes at one max_new_tokens, then write a "
+                                   "manifest of what was compiled.")
+    p.add_argument("model", metavar="MODEL", help="model name or folder")
+    p.add_argument("--buckets", type=_int_list, default=[64, 128, 256], metavar="N,N,...",
+                   help="prompt-length buckets (default 64,128,256)")
+    p.add_argument("--batch-sizes", type=_int_list, default=[1, 4], metavar="N,N,...",
+                   help="batch sizes to serve (default 1,4)")
+    p.add_argument("--max-new-tokens", type=_positive, default=128, metavar="N",
+                   help="new tokens per request (default 128; requests in its power-of-two "
+                        "band share the graphs)")
+    p.add_argument("--device", default=None, help="neuron, cuda or cpu (default: detected)")
+    p.add_argument("--dtype", default="bfloat16", help="model dtype (default bfloat16)")
+    p.add_argument("--backend", default=None,
+                   help="compile backend off Neuron (default: $NEURONKIT_CPU_BACKEND or eager)")
+    p.add_argument("--manifest", default=None, metavar="PATH",
+                   help="write the warm-up manifest (JSON) here")
+    p.add_argument("--log", default=None, metavar="PATH", help="write the compile log (JSONL) here")
+    p.set_defaults(func=cmd_warmup)
     return parser
 
 

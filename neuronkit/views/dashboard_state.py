@@ -161,8 +161,12 @@ class DashboardState(HasTraits, SessionRuns):
 
     @classmethod
     def replay(cls, path: str | os.PathLike[str]) -> "DashboardState":
-        """A read-only session over a saved JSONL log (no model, no torch needed)."""
-        return cls(log=CompileLog.load(path), source=os.fspath(path))
+        """A read-only session over a saved JSONL log, or a folder of torch trace files
+        (``TORCH_TRACE``; no model, no torch needed)."""
+        from ..trace_import import is_trace_folder
+
+        log = CompileLog.from_torch_trace(path) if is_trace_folder(path) else CompileLog.load(path)
+        return cls(log=log, source=os.fspath(path))
 
     # -- the log and its derived views -------------------------------------------------
     @property

@@ -1,0 +1,199 @@
+"""CompileLog.from_torch_trace: torch's TORCH_TRACE files read into a compile log."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from neuronkit.events import CompileLog
+from neuronkit.trace_import import is_trace_folder, read_torch_trace
+from neuronkit.views.cli import main
+from neuronkit.views.dashboard_state import DashboardState
+
+# first compile, a recompile on a new shape, a new rank, a graph break, a recompile-limit hit;
+# a live recorder in the same process saves what it saw to argv[1]
+WORKLOAD = textwrap.dedent("""
+    import sys
+    import torch
+    import neuronkit as nk
+
+    def scale(x):
+        return x * 2
+
+    def noisy(x):
+        y = x + 1
+        print("graph break here")
+        return y * 3
+
+    def capped(x):
+        return x - 1
+
+    with nk.CompileRecorder(quiet=True) as recorder:
+        compiled = torch.compile(scale, backend="eager", dynamic=False)
+        compiled(torch.ones(2)); compiled(torch.ones(3)); compiled(torch.ones(4, 4))
+        torch.compile(noisy, backend="eager", dynamic=False)(torch.ones(2))
+        with torch._dynamo.config.patch(recompile_limit=1):
+            limited = torch.compile(capped, backend="eager", dynamic=False)
+            limited(torch.ones(2)); limited(torch.ones(5))
+    recorder.log.save(sys.argv[1])
+""")
+
+COMPARED = ("compile_id", "kind", "function", "location", "input_shapes", "changed", "reasons",
+            "graph_count", "device", "duration_s", "started_at")
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory) -> tuple[Path, CompileLog]:
+    """A folder of torch trace files from one run of WORKLOAD, and the live recorder's log."""
+    root = tmp_path_factory.mktemp("traced")
+    folder, live = root / "trace", root / "live.jsonl"
+    env = {**os.environ, "TORCH_TRACE": str(folder)}
+    proc = subprocess.run([sys.executable, "-c", WORKLOAD, str(live)], env=env, timeout=300,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return folder, CompileLog.load(live)
+
+
+def _rows(log: CompileLog) -> list[dict]:
+    return [{name: getattr(e, name) for name in COMPARED} for e in log.events]
+
+
+@pytest.mark.slow  # a fresh Python importing torch and compiling (~6 s on 2 cores)
+def test_the_trace_gives_the_events_the_live_recorder_saw(traced):
+    folder, live = traced
+    log = CompileLog.from_torch_trace(folder)
+    assert _rows(log) == _rows(live)
+    assert [e.kind for e in log.events] == ["first", "recompile", "recompile", "first",
+                                            "graph_break", "first", "first", "limit_hit"]
+    assert log.events[1].changed == "x dim 0: 2 -> 3"
+    assert "size mismatch" in log.events[1].reasons[0]
+    assert log.events[7].metrics["limit"] == {"name": "recompile_limit", "value": 1}
+    assert all(e.duration_s > 0 for e in log.events if e.kind in ("first", "recompile"))
+    assert [e.seq for e in log.events] == list(range(len(log.events)))
+    assert {e.rank for e in log.events} == {0} and {e.backend for e in log.events} == {""}
+    assert log.header["source"] == "torch_trace" and log.header["torch"]
+    assert log.graph_counts() == live.graph_counts()
+
+
+def _tlparse() -> str | None:
+    return shutil.which("tlparse") or shutil.which("tlparse", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.slow
+def test_the_compile_ids_are_those_tlparse_finds(traced, tmp_path):
+    tlparse = _tlparse()
+    if tlparse is None:
+        if os.environ.get("NEURONKIT_REQUIRE_TLPARSE") == "1":
+            pytest.fail("tlparse is not installed (NEURONKIT_REQUIRE_TLPARSE=1)")
+        pytest.skip("tlparse is not installed (pip install tlparse)")
+    folder, _ = traced
+    (trace_file,) = folder.glob("*.log")
+    out = tmp_path / "tl_out"
+    proc = subprocess.run([tlparse, str(trace_file), "-o", str(out), "--no-browser"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    directory = json.loads((out / "compile_directory.json").read_text())
+    # "[1/0_1]": attempt 1 of compile 1/0 (restarted at a graph break); "[-/-]": no compile
+    theirs = {key.strip("[]").partition("_")[0] for key in directory} - {"-/-"}
+    assert {e.compile_id for e in read_torch_trace(folder).events} == theirs
+
+
+@pytest.mark.slow
+def test_ranks_come_from_the_file_names(traced, tmp_path):
+    folder, live = traced
+    (trace_file,) = folder.glob("*.log")
+    shutil.copy(trace_file, tmp_path / "dedicated_log_torch_trace_rank_1_abc.log")
+    one = CompileLog.from_torch_trace(tmp_path)
+    assert {e.rank for e in one.events} == {1} and len(one) == len(live)
+    shutil.copy(trace_file, tmp_path / "dedicated_log_torch_trace_rank_0_abc.log")
+    both = CompileLog.from_torch_trace(tmp_path)
+    assert len(both) == 2 * len(live) and both.header["ranks"] == [0, 1]
+    assert [e.seq for e in both.events] == list(range(len(both)))
+
+
+@pytest.mark.slow
+def test_a_truncated_file_with_garbage_keeps_the_good_events(traced, tmp_path):
+    folder, live = traced
+    (trace_file,) = folder.glob("*.log")
+    text = trace_file.read_text()
+    cut = text.index('{"compilation_metrics": {"compile_id": "1/0"') + 200  # inside that record
+    broken = tmp_path / "dedicated_log_torch_trace_broken.log"
+    broken.write_text("garbage before anything\n" + text[:cut])
+    with pytest.warns(UserWarning, match=r"broken\.log: skipped 2 bad trace lines: line 1 "):
+        log = CompileLog.from_torch_trace(tmp_path)
+    assert _rows(log) == _rows(live)[:3]  # 1/0 lost its metrics record: no event for it
+
+
+@pytest.mark.slow
+def test_report_and_dashboard_read_a_trace_folder(traced, capsys):
+    folder, live = traced
+    assert is_trace_folder(folder)
+    assert main(["report", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "scale" in out and "capped" in out
+    assert main(["report", "--json", str(folder)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["counts"]["events"] == len(live)
+    state = DashboardState.replay(folder)
+    assert state.mode == "replay" and len(state.log) == len(live)
+    assert state.graph_counts == live.graph_counts()
+
+
+# -- hand-written traces: hostile and odd input, no torch run -------------------------------
+def _line(record: dict, payload: str | None = None) -> str:
+    text = f"V1201 08:00:00.123456 1234 torch/_dynamo/utils.py:1] {json.dumps(record)}\n"
+    return text + "".join(f"\t{p}\n" for p in payload.splitlines()) if payload else text
+
+
+def _compile(frame: int, n: int, size: list, **metrics) -> str:
+    key = {"frame_id": frame, "frame_compile_id": n, "attempt": 0}
+    m = {"compile_id": f"{frame}/{n}", "co_name": "fn", "co_filename": "/x/m.py",
+         "co_firstlineno": 3, "accumulated_cache_size": n, "start_time": 100.0 + n,
+         "entire_frame_compile_time_s": 0.5, **metrics}
+    return (_line({"dynamo_start": {"stack": [{"line": 3, "name": "fn", "filename": 1}]}, **key})
+            + _line({"describe_tensor": {"id": 0, "describer_id": n, "size": size,
+                                         "device": "device(type='cpu')"}, **key})
+            + _line({"describe_source": {"id": 0, "describer_id": n, "source": "L['x']"}, **key})
+            + _line({"compilation_metrics": m, **key}))
+
+
+def test_hostile_records_are_skipped_with_one_warning(tmp_path):
+    reasons = _line({"artifact": {"name": "recompile_reasons", "encoding": "json"},
+                     "frame_id": 0, "frame_compile_id": 1},
+                    json.dumps(["0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3"]))
+    text = (_line({"str": ["/x/m.py", 1]}) + _compile(0, 0, [2]) + "\x00\x1b[31m junk\n"
+            + _line({"compilation_metrics": "not an object", "frame_id": 5})
+            + _compile(0, 9, [7], entire_frame_compile_time_s=float("nan"))
+            + _compile(0, 8, [8], start_time=[1])
+            + _line({"str": "no index"}) + "V1201 08:00:00.1 1 x.py:1] {\"a\": " + "[" * 100_000 + "\n"
+            + reasons + _compile(0, 1, [3])
+            + 'V1201 08:00:01.000000 1234 x.py:1] {"compilation_metrics": {"co_na')
+    (tmp_path / "t.log").write_text(text)
+    with pytest.warns(UserWarning, match=r"t\.log: skipped 7 bad trace lines") as caught:
+        log = CompileLog.from_torch_trace(tmp_path)
+    assert len(caught) == 1
+    assert [(e.compile_id, e.kind, e.input_shapes, e.changed) for e in log.events] == [
+        ("0/0", "first", {"x": [2]}, ""), ("0/1", "recompile", {"x": [3]}, "x dim 0: 2 -> 3")]
+    assert log.events[0].location == "/x/m.py:3" and log.events[0].duration_s == 0.5
+
+
+def test_the_rank_key_counts_when_the_name_has_none(tmp_path):
+    (tmp_path / "t.log").write_text(_line({"str": ["/x/m.py", 1], "rank": 3}) + _compile(0, 0, [2]))
+    assert [e.rank for e in CompileLog.from_torch_trace(tmp_path).events] == [3]
+
+
+def test_folders_without_trace_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no torch trace files"):
+        CompileLog.from_torch_trace(tmp_path)
+    with pytest.raises(FileNotFoundError, match="not found"):
+        CompileLog.from_torch_trace(tmp_path / "missing")
+    (tmp_path / "t.log").write_text(_compile(0, 0, [2]))
+    (tmp_path / "run.jsonl").write_text("")
+    assert not is_trace_folder(tmp_path)  # a neuronkit log beside it: name the log instead
+    assert main(["report", str(tmp_path)]) == 2
