@@ -1,9 +1,11 @@
-"""Helpers for the real-browser tests: a Voilà server on 127.0.0.1 and Debian's Chromium.
+"""Helpers for the real-browser tests: a Voilà or JupyterLab server on 127.0.0.1 and Debian's
+Chromium.
 
-The server runs in its own process group with private JUPYTER_* / IPYTHON dirs and a token, and
+A server runs in its own process group with private JUPYTER_* / IPYTHON dirs and a token, and
 is always killed (the whole group) on exit. Chromium is ``/usr/bin/chromium`` driven by
-Playwright; no browser is ever downloaded. Without Chromium (or Playwright, or Voilà) the tests
-skip with the reason, unless NEURONKIT_REQUIRE_BROWSER=1 (CI), where they fail instead.
+Playwright; no browser is ever downloaded. Without Chromium (or Playwright, or the server's
+package) the tests skip with the reason, unless NEURONKIT_REQUIRE_BROWSER=1 (CI), where they
+fail instead.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -20,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import quote
 
 import pytest
 
@@ -28,14 +32,23 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 REQUIRE_ENV = "NEURONKIT_REQUIRE_BROWSER"
 KERNEL_PID_FILE = "kernel.pid"     # a test notebook writes os.getpid() here (see stop_kernel)
+SERVER_PACKAGES = {"voila": "voila", "jupyterlab": "jupyterlab"}   # front end -> python package
+# JupyterLab user settings: every cell attached to the page (a tall output stays laid out when
+# scrolled away) and no news or update toasts over the notebook
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
+}
 
 
-def require_browser() -> None:
-    """Skip (or, with NEURONKIT_REQUIRE_BROWSER=1, fail) when the browser stack is missing."""
+def require_browser(front_end: str = "voila") -> None:
+    """Skip (or, with NEURONKIT_REQUIRE_BROWSER=1, fail) when the browser stack is missing:
+    Chromium, Playwright, and the package serving ``front_end`` ('voila' or 'jupyterlab')."""
     missing = []
     if not os.access(CHROMIUM, os.X_OK):
         missing.append(f"{CHROMIUM} not found (apt-get install -y chromium)")
-    for module in ("playwright", "voila"):
+    for module in ("playwright", SERVER_PACKAGES[front_end]):
         if importlib.util.find_spec(module) is None:
             missing.append(f"python package {module!r} not installed (pip install -e '.[test]')")
     if not missing:
@@ -103,19 +116,75 @@ def voila(notebook: Path, workdir: Path, env: dict[str, str],
           timeout_s: float = 60.0) -> Iterator[tuple[str, Path]]:
     """Serve ``notebook`` with Voilà; yields (url with token, server log path)."""
     port, token = free_port(), secrets.token_hex(16)
-    log = workdir / "voila.log"
     cmd = [sys.executable, "-m", "voila", str(notebook), "--no-browser", f"--port={port}",
            "--Voila.ip=127.0.0.1", f"--Voila.token={token}", "--show_tracebacks=True",
            f"--Voila.root_dir={notebook.parent}"]
+    with _serve(cmd, port, workdir, env, workdir / "voila.log", timeout_s) as log:
+        yield f"http://127.0.0.1:{port}/?token={token}", log
+
+
+@contextlib.contextmanager
+def jupyterlab(notebook_dir: Path, workdir: Path, env: dict[str, str], open_file: str = "",
+               timeout_s: float = 90.0) -> Iterator[tuple[str, Path]]:
+    """Serve ``notebook_dir`` with JupyterLab (its user settings and workspaces in ``workdir``);
+    yields (url with token, server log path). The url opens ``open_file``, a path in
+    ``notebook_dir``, when one is given."""
+    port, token = free_port(), secrets.token_hex(16)
+    settings = workdir / "lab-user-settings"
+    for name, values in LAB_SETTINGS.items():
+        (settings / name).parent.mkdir(parents=True, exist_ok=True)
+        (settings / name).write_text(json.dumps(values), encoding="utf-8")
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={notebook_dir}",
+           f"--LabApp.user_settings_dir={settings}",
+           f"--LabApp.workspaces_dir={workdir / 'lab-workspaces'}",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           "--LabApp.extension_manager=readonly"]       # no index to ask about extensions
+    if hasattr(os, "geteuid") and os.geteuid() == 0:   # a CI container's user
+        cmd.append("--ServerApp.allow_root=True")
+    with _serve(cmd, port, workdir, env, workdir / "jupyterlab.log", timeout_s) as log:
+        yield f"http://127.0.0.1:{port}/lab/tree/{quote(open_file)}?token={token}", log
+
+
+@contextlib.contextmanager
+def _serve(cmd: list[str], port: int, workdir: Path, env: dict[str, str], log: Path,
+           timeout_s: float) -> Iterator[Path]:
+    """Run a server in its own process group until it listens on ``port``; yields its log. On
+    exit the whole group is killed, and the notebook's kernel by the pid it wrote in
+    ``workdir``."""
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
         _wait_for_port(port, proc, timeout_s, log)
-        yield f"http://127.0.0.1:{port}/?token={token}", log
+        yield log
     finally:
         stop_group(proc)
         stop_kernel(workdir / KERNEL_PID_FILE)
+
+
+def run_all_in_jupyterlab(page, url: str, timeout_ms: float = 90_000) -> None:
+    """Open the notebook at ``url`` (from :func:`jupyterlab`) in a Playwright page and run every
+    cell from the Run menu, as a user would. The kernel indicator may say idle before the kernel
+    is connected, and cells run then are dropped (their prompts stay empty): the menu is used
+    again until the first cell runs."""
+    from playwright.sync_api import expect
+
+    page.goto(url, timeout=timeout_ms)
+    idle = page.locator('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status="idle"]')
+    first_prompt = page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        idle.wait_for(timeout=timeout_ms)
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+        try:
+            expect(first_prompt).to_have_text(re.compile(r"\[(\*|\d+)\]"), timeout=5_000)
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

@@ -88,8 +88,9 @@ def test_a_failed_load_keeps_the_model_already_loaded(live, tmp_path):
 def test_a_sweep_in_the_background_reports_progress_and_stops_between_batches(live):
     live.reset()
     live.sweep_count, live.padding = 6, "none"
-    seen = []
+    seen, maxima = [], []
     live.observe(lambda change: seen.append(change["new"]), "progress")
+    live.observe(lambda change: maxima.append(change["new"]), "progress_max")
     worker = live.start("sweep")
     with pytest.raises(RuntimeError, match="still busy"):
         live.start("generate")
@@ -104,6 +105,7 @@ def test_a_sweep_in_the_background_reports_progress_and_stops_between_batches(li
     assert 1 <= done < 6 and live.progress == done and 1 in seen
     assert len(live.prompt_lengths) == done and live.log.events  # what was recorded stays
     assert "batches" in live.eta
+    assert maxima == [6]  # the bar counts the sweep's prompts, never one generate call's batch
 
 
 def test_an_error_in_the_background_lands_in_the_status(live):
@@ -158,6 +160,9 @@ def test_uploaded_logs_become_runs_and_several_are_also_merged(tmp_path):
     assert "notes.txt" in state.status and state.event_count == 5
     state.show_run("rank0.jsonl")
     assert len(state.log.events) == 2 and state.event_count == 2
+    assert state.status == "Showing 'rank0.jsonl': 2 compile events"
+    state.show_run("")
+    assert state.status == "Showing 'the replayed log': 0 compile events"
     with pytest.raises(KeyError, match="no run named"):
         state.show_run("nope")
     with pytest.raises(ValueError, match="no log could be read"):
@@ -189,3 +194,15 @@ def test_stop_right_after_start_is_not_lost(live):
     worker.join(120)
     assert live.status == ("Stopped after 0 of 4 batches; what was recorded stays in the log")
     assert not live.log.events and not live.busy and not live.stopping
+
+
+def test_a_generate_stopped_before_its_batch_keeps_the_last_summary(live):
+    live.reset()
+    live.padding = "none"
+    live.generate("the cat sat")
+    summary, text = live.run_summary, live.generated_text
+    worker = live.start("generate")
+    live.stop()
+    worker.join(120)
+    assert live.status == "Stopped before generating: Stop was pressed"
+    assert (live.run_summary, live.generated_text) == (summary, text)

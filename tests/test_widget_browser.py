@@ -7,13 +7,14 @@ $NEURONKIT_TEST_OUTPUT when set), also when the test fails.
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 
 import _browser
-from _browser import (CHROMIUM, CHROMIUM_ARGS, KERNEL_PID_FILE, REQUIRE_ENV, isolated_env,
-                      keep_artifact, require_browser, tail, voila, write_notebook)
+from _browser import (CHROMIUM, CHROMIUM_ARGS, KERNEL_PID_FILE, REQUIRE_ENV, SERVER_PACKAGES,
+                      isolated_env, keep_artifact, require_browser, tail, voila, write_notebook)
 
 SAMPLE_LOG = Path(__file__).resolve().parents[1] / "notebooks" / "data" / "sample_compile_log.jsonl"
 WAIT_MS = 90_000          # one bounded wait: a page run, a model load, a compile on a busy CPU
@@ -43,6 +44,20 @@ def test_missing_chromium_skips_or_fails_in_ci(monkeypatch):
     monkeypatch.setenv(REQUIRE_ENV, "1")
     with pytest.raises(pytest.fail.Exception, match="failure, not a skip"):
         require_browser()
+
+
+@pytest.mark.parametrize("front_end", sorted(SERVER_PACKAGES))
+def test_missing_server_package_skips_or_fails_in_ci(front_end, monkeypatch):
+    """Each front end's server package is checked like Chromium: a skip, or a failure in CI."""
+    package, find_spec = SERVER_PACKAGES[front_end], importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == package else find_spec(name, *args))
+    monkeypatch.delenv(REQUIRE_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match=f"package {package!r} not installed"):
+        require_browser(front_end)
+    monkeypatch.setenv(REQUIRE_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="failure, not a skip"):
+        require_browser(front_end)
 
 
 @pytest.mark.slow
@@ -124,8 +139,10 @@ PAYLOADS = {
     "seq": "<img src=x onerror=window.__pwned=11>",
     "file": "log-<img src=x onerror=window.__pwned=12>",
 }
+# the dashboard's own pictures are Image widgets (the chart, the comparison chart): any other
+# image in it came from markup
 INJECTED = ".nk-dashboard script, .nk-dashboard iframe, .nk-dashboard svg, [data-nk-pwned], " \
-           ".nk-dashboard img:not(.nk-chart)"
+           ".nk-dashboard img:not(.widget-image)"
 
 
 def hostile_log_file(folder: Path) -> Path:

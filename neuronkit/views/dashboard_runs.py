@@ -199,9 +199,11 @@ class SessionRuns:
 
     def show_run(self, name: str) -> None:
         """Show a kept or uploaded run ('' : the session's own log)."""
-        self.run_log(name)  # an unknown name: a clear error
+        log = self.run_log(name)  # an unknown name: a clear error
         self.shown_run = name
         self.refresh()
+        own = "this session" if self.mode == "live" else "the replayed log"
+        self._say(f"Showing {name or own!r}: {len(log.events)} compile events", "ok")
 
     # -- background work ---------------------------------------------------------------
     def start(self, action: str) -> threading.Thread:

@@ -104,6 +104,7 @@ class DashboardState(HasTraits, SessionRuns):
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
         self._loaded_on = ""  # the device the model was loaded on
+        self._sweeping = False  # a sweep counts its own progress (see _on_batch)
         self._compiling: dict[int, Any] = {}  # CompileStart.id -> CompileStart
         self._ticker: threading.Thread | None = None
         self._counted_log: CompileLog | None = None  # graph counts so far (see _graph_counts)
@@ -301,10 +302,10 @@ class DashboardState(HasTraits, SessionRuns):
             self._need("Generate")
             buckets = self.buckets()
             result = self._run(prompt, buckets, f"generate {self._runs + 1}")
-            self.generated_text = result.texts[0]
-            if result.stopped:
+            if result.stopped:  # nothing ran: the last text and summary still hold
                 self._say("Stopped before generating: Stop was pressed", "info")
             else:
+                self.generated_text = result.texts[0]
                 self._say(f"Generated: {self.run_summary}", "ok")
         return result
 
@@ -319,22 +320,11 @@ class DashboardState(HasTraits, SessionRuns):
             lengths = sweep_lengths(self.sweep_count, longest, self.sweep_order, seed=self._runs)
             shapes = [self._batch_shape(n, buckets) for n in lengths]
             timings: list[Any] = []
-            for i, n in enumerate(lengths, 1):
-                if self._stop.is_set():
-                    break
-                self._say(f"Sweep {i}/{len(lengths)}: a prompt of about {n} tokens …", "busy")
-                prompt = self.prompt_of_length(n)
-                result = self._run(prompt, buckets, f"sweep {i}/{len(lengths)}")
-                if result.stopped:  # Stop came before its batch: it did not run
-                    break
-                results.append(result)
-                self.generated_text = results[-1].texts[0]
-                timings += results[-1].timings
-                self.progress = i
-                left = eta_s(timings, shapes[i:])
-                self.eta = (f"{i} of {len(lengths)} batches" +
-                            (f", about {left:.0f} s left" if left is not None and i < len(lengths)
-                             else ""))
+            self._sweeping = True
+            try:
+                results = self._sweep_prompts(lengths, buckets, shapes, timings)
+            finally:
+                self._sweeping = False
             if self._stop.is_set() and len(results) < len(lengths):
                 self._say(f"Stopped after {len(results)} of {len(lengths)} batches; what was "
                           "recorded stays in the log", "info")
@@ -343,6 +333,27 @@ class DashboardState(HasTraits, SessionRuns):
             self._say(f"Sweep done: {len(lengths)} prompts ({self.sweep_order} lengths "
                       f"{min(lengths)}..{max(lengths)}), padding {self.padding}: {new} new "
                       f"graph(s)", "ok")
+        return results
+
+    def _sweep_prompts(self, lengths: list[int], buckets: Buckets | None,
+                       shapes: list[tuple[int, int]], timings: list[Any]) -> list[Any]:
+        """The sweep's prompts one by one, progress and ETA after each; Stop between them."""
+        results: list[Any] = []
+        for i, n in enumerate(lengths, 1):
+            if self._stop.is_set():
+                break
+            self._say(f"Sweep {i}/{len(lengths)}: a prompt of about {n} tokens …", "busy")
+            result = self._run(self.prompt_of_length(n), buckets, f"sweep {i}/{len(lengths)}")
+            if result.stopped:  # Stop came before its batch: it did not run
+                break
+            results.append(result)
+            self.generated_text = result.texts[0]
+            timings += result.timings
+            self.progress = i
+            left = eta_s(timings, shapes[i:])
+            self.eta = (f"{i} of {len(lengths)} batches"
+                        + (f", about {left:.0f} s left" if left is not None and i < len(lengths)
+                           else ""))
         return results
 
     def prompt_of_length(self, n: int) -> str:
@@ -359,6 +370,8 @@ class DashboardState(HasTraits, SessionRuns):
         return bucket, cache_length(bucket, self.max_new_tokens)
 
     def _on_batch(self, progress: BatchProgress) -> None:
+        if self._sweeping:  # a sweep counts its prompts itself (one generate call each)
+            return
         self.progress_max, self.progress = progress.total, progress.done
         self.eta = str(progress)
 
@@ -387,6 +400,8 @@ class DashboardState(HasTraits, SessionRuns):
             self.recorder.safe_point()  # on Neuron: NEFF build times and eager kernels resolved
         self.refresh()
         compiles = len(result.events)
+        if result.stopped and not result.batches_done:
+            return result  # Stop came first: nothing ran, the last summary still holds
         self.run_summary = (f"{length} prompt tokens, {self.max_new_tokens} new, "
                             f"{result.wall_s:.2f} s, {result.tokens_per_s:.0f} tokens/s, "
                             f"padding waste {result.padding_waste:.0%}, {compiles} compile(s)")
