@@ -206,3 +206,22 @@ def test_a_generate_stopped_before_its_batch_keeps_the_last_summary(live):
     worker.join(120)
     assert live.status == "Stopped before generating: Stop was pressed"
     assert (live.run_summary, live.generated_text) == (summary, text)
+
+
+def test_advice_is_diagnosed_again_only_when_the_log_changed(monkeypatch):
+    from neuronkit.views import dashboard_state
+
+    calls = []
+    real = dashboard_state.diagnose
+    monkeypatch.setattr(dashboard_state, "diagnose", lambda log: calls.append(1) or real(log))
+    state = DashboardState(log=CompileLog())
+    assert len(calls) == 1
+    state.refresh()
+    assert len(calls) == 1  # nothing changed: the findings are kept
+    state.log.append(CompileEvent(function="f", kind="first"))
+    state.refresh()
+    assert len(calls) == 2 and state.event_count == 1
+    with state._action("an action"):  # an action may update events in place (NEFF times)
+        pass
+    state.refresh()
+    assert len(calls) == 3

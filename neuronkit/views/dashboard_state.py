@@ -105,6 +105,7 @@ class DashboardState(HasTraits, SessionRuns):
         self._worker_lock = threading.Lock()
         self._loaded_on = ""  # the device the model was loaded on
         self._sweeping = False  # a sweep counts its own progress (see _on_batch)
+        self._advice_key: tuple[Any, ...] | None = None  # the log diagnose() last saw
         self._compiling: dict[int, Any] = {}  # CompileStart.id -> CompileStart
         self._ticker: threading.Thread | None = None
         self._counted_log: CompileLog | None = None  # graph counts so far (see _graph_counts)
@@ -195,8 +196,10 @@ class DashboardState(HasTraits, SessionRuns):
         """Recompute the counters (and, if ``advice``, the ``diagnose()`` findings) from the log."""
         log = self.log
         self.graph_counts = self._graph_counts(log)
-        if advice:
+        key = (id(log), len(log.events), log.wall_time_s)
+        if advice and key != self._advice_key:  # unchanged since the last diagnose: kept
             self.advice = list(diagnose(log))
+            self._advice_key = key
         self.event_count = len(log.events)
 
     def _on_event(self, event: CompileEvent) -> None:
@@ -260,6 +263,7 @@ class DashboardState(HasTraits, SessionRuns):
             self.fail(exc)
             raise
         finally:
+            self._advice_key = None  # events may have been updated in place (NEFF times)
             self.busy = self.stopping = False
 
     def _need(self, what: str) -> None:

@@ -85,6 +85,7 @@ class RecompileDashboard(w.VBox):
         s = self.state
         self._chart_at = 0.0
         self._chart_stale = False
+        self._drawing = False
         label = {"description_width": "90px"}
         # model panel
         self.model_path = _styled(w.Text(description="Model", style=label,
@@ -316,6 +317,15 @@ class RecompileDashboard(w.VBox):
         """Draw the event table; if ``full``, also the graph counter, the advice (``diagnose()``)
         and the chart (while a run goes on: at most every CHART_EVERY_S, and when it ends).
         Everything is read from ``state.log``."""
+        if self._drawing:  # refresh() below changes event_count, whose observer calls us
+            return
+        self._drawing = True
+        try:
+            self._draw(full)
+        finally:
+            self._drawing = False
+
+    def _draw(self, full: bool) -> None:
         log = self.state.log
         if full:
             self.state.refresh()          # the advice observer redraws the advice

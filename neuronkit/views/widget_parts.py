@@ -19,7 +19,8 @@ from .compare import compare_chart, comparison_html
 from .dashboard_runs import SessionRuns, download_link
 from .html import table_page_html
 from .safe import html_text, strip_control
-from .table import COLUMN_LABELS, SORT_COLUMNS, EventTable, advice_markdown, table_csv, table_markdown
+from .table import (ARRIVAL, COLUMN_LABELS, SORT_COLUMNS, EventTable, advice_markdown, table_csv,
+                    table_markdown)
 
 __all__ = ["ComparePanel", "TablePanel", "compiling_html", "clock", "PHASE_WORDS", "UPLOAD_ACCEPT"]
 
@@ -52,6 +53,7 @@ def compiling_html(rows: Iterable[dict[str, Any]], now: float | None = None) -> 
 
 
 ALL = "__all__"   # a filter's "any" choice
+_DEFAULT_QUERY = (ALL, ALL, ALL, "", ARRIVAL, True)  # what a new EventTable shows
 
 
 def _choices(values: Iterable[Any], everything: str) -> list[tuple[str, Any]]:
@@ -116,7 +118,10 @@ class TablePanel(w.VBox):
         if log is not self._log or len(log.events) < self.table.total:
             self._log = log
             self.table = EventTable(log)
-            self._apply_query()
+            if self._query() != _DEFAULT_QUERY:  # else the new table is already in that order
+                self._apply_query()
+            else:
+                self.render()
         else:
             self.append_new(log)
         self._options()
@@ -151,6 +156,10 @@ class TablePanel(w.VBox):
                 with control.hold_trait_notifications():
                     control.options = options
                     control.value = keep
+
+    def _query(self) -> tuple[Any, ...]:
+        return (self.kind.value, self.function.value, self.rank.value, self.search.value,
+                self.sort.value, self.descending.value)
 
     def _apply_query(self) -> None:
         pick = lambda c: None if c.value == ALL else [c.value]  # noqa: E731
