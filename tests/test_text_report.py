@@ -349,3 +349,24 @@ def test_an_empty_log_reports_no_events():
     assert "0 events" in text.splitlines()[0] and "no compile events" in text
     data = report.report_data(CompileLog())
     assert data["counts"]["events"] == 0 and data["events"] == [] and data["ranks"] == []
+
+
+def test_text_cuts_do_not_move_with_the_times_measured():
+    """A longer time offset (9.99 s vs 1234.56 s) must not narrow the text columns: notebooks
+    compare their stored tables with fresh ones, numbers masked and spaces collapsed."""
+    import re
+
+    from neuronkit.events import CompileEvent, CompileLog
+    from neuronkit.views.text import format_events
+
+    def masked(last_start: float) -> str:
+        log = CompileLog()
+        for i, start in enumerate((0.0, last_start)):
+            log.append(CompileEvent(function="MistralForCausalLM.forward[decode]", kind="recompile",
+                                    started_at=start, duration_s=1.0, context="generate",
+                                    changed="a Python int/flag changed: " + "x" * 120,
+                                    input_shapes={"x": [1, i]}))
+        text = re.sub(r"-{3,}", "---", re.sub(r"\d+\.\d+", "<n>", format_events(log)))
+        return re.sub(r" +", " ", text)  # as notebooks/sanitize.cfg masks them
+
+    assert masked(9.99) == masked(1234.56)

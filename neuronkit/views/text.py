@@ -95,7 +95,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Iterable
 class _Col:
     """A column of a fitted table. ``cap`` > 0 makes it a text column: at most ``cap`` wide,
     narrowed down to ``least`` when the table is wider than ``WIDTH``; ``weight``: its share of
-    the room next to the other text columns; ``cut`` shortens a cell to a width."""
+    the room next to the other text columns; ``cut`` shortens a cell to a width. A number
+    column's ``least`` is the width it is counted with, whatever its cells (so the text cuts do
+    not move with the times measured)."""
 
     header: str
     right: bool = False
@@ -111,7 +113,8 @@ def _fitted(cols: Sequence[_Col], rows: Sequence[Sequence[str]], width: int = WI
     A character at a time, the text column widest for its ``weight`` narrows, down to its
     ``least``, then, if still too wide, down to 4: the space left is shared by weight.
     """
-    widths = [max([len(c.header)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+    widths = [max([len(c.header), 0 if c.cap else c.least] + [len(r[i]) for r in rows])
+              for i, c in enumerate(cols)]  # a number column's least: the text cuts stay put
     widths = [min(w, max(c.cap, len(c.header))) if c.cap else w
               for w, c in zip(widths, cols, strict=True)]
     excess = sum(widths) + 2 * (len(cols) - 1) - width
@@ -242,7 +245,7 @@ def _events_text(log: CompileLog, limit: int | None, facts: _Facts) -> str:
     events = log.events
     shown = _shown(events, limit)
     several_ranks = len(facts.ranks) > 1
-    cols = [_Col("#", right=True), _Col("t+s", right=True),
+    cols = [_Col("#", right=True), _Col("t+s", right=True, least=8),  # up to 99999.99 s
             _Col("function", cap=24, least=12, weight=1.1, cut=_fit_label), _Col("kind"),
             _Col("changed / reason", cap=80, least=14, weight=2.2), _Col("compile s", right=True),
             *([_Col("NEFF s", right=True)] if facts.neuron else []),
