@@ -42,7 +42,7 @@ except ImportError:  # Windows: recorders of this process are told apart, not ot
     fcntl = None  # type: ignore[assignment]
 
 from .events import FORMAT, FORMAT_VERSION, CompileEvent, CompileLog
-from .sources import say
+from .sources import add_subscriber, say
 from .sources.dynamo import TAP
 from .sources.neuron import NEURON
 from .sources.starts import CompileStart, InProgress
@@ -393,14 +393,8 @@ class CompileRecorder:
     # -- subscribers --------------------------------------------------------------------
     def subscribe(self, fn: Callable[[CompileEvent], Any]) -> Callable[[], None]:
         """Call ``fn(event)`` for each event as it is recorded; returns the unsubscribe function."""
-        if not callable(fn):
-            raise TypeError(f"subscribe() needs a callable taking a CompileEvent, got {fn!r}")
-        self._subscribers.append(fn)
-
-        def unsubscribe() -> None:
-            if fn in self._subscribers:
-                self._subscribers.remove(fn)
-        return unsubscribe
+        return add_subscriber(self._subscribers, fn,
+                              "subscribe() needs a callable taking a CompileEvent")
 
     def subscribe_starts(self, fn: Callable[[CompileStart], Any]) -> Callable[[], None]:
         """Call ``fn(start)`` when a compile begins, again (same ``start.id``) when its input

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .events import GRAPH_KINDS, CompileEvent, CompileLog, compile_seconds, graphs
-from .generation import MIN_NEW_TOKEN_ROOM, generate
+from .generation import MIN_NEW_TOKEN_ROOM, cache_length, generate
 from .recompile_limit import fitted_limit
 from .shapes import Buckets
 
@@ -43,9 +43,7 @@ TRAVEL_NOTE = (
 def new_token_band(max_new_tokens: int) -> tuple[int, int]:
     """The ``max_new_tokens`` values that share a cache length (one decode graph per bucket):
     the power-of-two room of ``cache_length`` (at least 32), e.g. 100 -> (65, 128)."""
-    room = MIN_NEW_TOKEN_ROOM
-    while room < max_new_tokens:
-        room *= 2
+    room = cache_length(0, max_new_tokens)  # the rounding generate() uses
     return (1 if room == MIN_NEW_TOKEN_ROOM else room // 2 + 1), room
 
 

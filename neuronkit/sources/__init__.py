@@ -13,14 +13,27 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..events import CompileEvent
 
 if TYPE_CHECKING:
     from .starts import CompileStart
 
-__all__ = ["EventSink", "EventSource", "say"]
+__all__ = ["EventSink", "EventSource", "add_subscriber", "say"]
+
+
+def add_subscriber(subscribers: list[Any], fn: Any, what: str) -> Callable[[], None]:
+    """Add ``fn`` to ``subscribers`` (a clear error if it is not callable: ``what`` names the
+    method and its argument); returns the function that removes it again."""
+    if not callable(fn):
+        raise TypeError(f"{what}, got {fn!r}")
+    subscribers.append(fn)
+
+    def unsubscribe() -> None:
+        if fn in subscribers:
+            subscribers.remove(fn)
+    return unsubscribe
 
 
 class EventSink(Protocol):

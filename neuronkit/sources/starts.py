@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
 from ..events import CompileEvent
+from . import add_subscriber
 
 __all__ = ["CompileStart", "InProgress", "Phase", "device_start"]
 
@@ -98,14 +99,8 @@ class InProgress:
             return {i for i, s in self._open.items() if s.phase == phase}
 
     def subscribe(self, fn: StartSubscriber) -> Callable[[], None]:
-        if not callable(fn):
-            raise TypeError(f"subscribe_starts() needs a callable taking a CompileStart, got {fn!r}")
-        self._subscribers.append(fn)
-
-        def unsubscribe() -> None:
-            if fn in self._subscribers:
-                self._subscribers.remove(fn)
-        return unsubscribe
+        return add_subscriber(self._subscribers, fn,
+                              "subscribe_starts() needs a callable taking a CompileStart")
 
     def update(self, start: CompileStart) -> None:
         """A start, or news of an open one (same ``id``), or its end (``ended_at`` set; told
