@@ -2,7 +2,7 @@
 
 Goals (ratios printed against them, measured side by side in one run):
   replay      ``RecompileDashboard.from_log(path)`` of a 100k-event log: load, advice, table, chart
-              under 3 s;
+              under 3 s (median of 3, after a small replay has paid the imports);
   redraw      a full redraw of a 10k-event session (counts, ``diagnose()`` advice, the event table
               page, the chart PNG) under 300 ms;
   live event  one event arriving in a 10k-event session while a run goes on (the recorder hands it
@@ -30,6 +30,7 @@ from log_scale import build  # noqa: E402  (the same synthetic log as the log be
 
 from neuronkit.events import CompileEvent  # noqa: E402
 from neuronkit.views.charts import dashboard_chart, png_bytes  # noqa: E402
+from neuronkit.views.html import chart_key_html, graph_counts_html  # noqa: E402
 from neuronkit.widget import RecompileDashboard  # noqa: E402
 
 GOAL_REPLAY_S = 3.0
@@ -54,14 +55,21 @@ def verdict(wall: float, cpu: float, goal: float, unit: str) -> str:
             f"CPU {'OK' if cpu < goal else 'OVER'} ({cpu / goal:.2f}x)")
 
 
-def replay(path: Path) -> None:
-    start, start_cpu = time.perf_counter(), time.process_time()
-    dash = RecompileDashboard.from_log(path)
-    wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
-    events = len(dash.log.events)
-    print(f"replay of {events} events ({path.stat().st_size / 1e6:.1f} MB): {wall:.2f} s wall, "
-          f"{cpu:.2f} s CPU   {verdict(wall, cpu, GOAL_REPLAY_S, 's')}")
-    dash.close()
+def replay(path: Path, warm_up: Path, repeats: int) -> None:
+    """Median of ``repeats`` replays, after one of a small log: the first dashboard of a process
+    pays one-time costs (imports, fonts) whatever the log's size; the goal is about its size."""
+    RecompileDashboard.from_log(warm_up).close()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        dash = RecompileDashboard.from_log(path)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+        events = len(dash.log.events)
+        dash.close()
+    w, c = statistics.median(wall), statistics.median(cpu)
+    print(f"replay of {events} events ({path.stat().st_size / 1e6:.1f} MB), median of {repeats}: "
+          f"{w:.2f} s wall, {c:.2f} s CPU   {verdict(w, c, GOAL_REPLAY_S, 's')}")
 
 
 def session(path: Path, repeats: int) -> None:
@@ -78,10 +86,16 @@ def session(path: Path, repeats: int) -> None:
     wall, cpu = timed(new_event_then_redraw, repeats)
     print(f"full redraw of {n} events, median of {repeats}: {wall:.0f} ms wall, {cpu:.0f} ms CPU   "
           f"{verdict(wall, cpu, GOAL_REDRAW_MS, 'ms')}")
+
+    def chart_and_key() -> tuple[bytes, str]:  # as the dashboard draws them: the key in HTML
+        figure = dashboard_chart(state.log, legend=False)
+        return png_bytes(figure), chart_key_html(getattr(figure, "key", []))
+
     parts = {"counts + advice (diagnose)": lambda: (setattr(state, "_advice_key", None),
                                                      state.refresh()),
+             "graph counts table": lambda: graph_counts_html(state.log),
              "event table page": lambda: dash.table_panel.show(state.log, state.advice),
-             "chart PNG": lambda: png_bytes(dashboard_chart(state.log))}
+             "chart PNG and its key": chart_and_key}
     for name, fn in parts.items():
         w, c = timed(fn, repeats)
         print(f"  {name:<28} {w:8.1f} ms wall {c:8.1f} ms CPU")
@@ -114,7 +128,7 @@ def main() -> None:
         big, small = Path(folder) / "replay.jsonl", Path(folder) / "session.jsonl"
         build(big, args.replay_events)
         build(small, args.events)
-        replay(big)
+        replay(big, small, repeats=3)
         session(small, args.repeats)
 
 

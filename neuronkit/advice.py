@@ -387,22 +387,46 @@ def _compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
                   "warning" if high else "info", nums)
 
 
-def diagnose(log: CompileLog | Iterable[CompileEvent], *,
-             multiple_of: int | None = None) -> list[Advice]:
+# a function's findings by its label, with what they were found from (see diagnose's memo)
+FunctionMemo = dict[str, tuple[tuple[object, ...], CompileEvent, CompileEvent, list[Advice]]]
+
+
+def diagnose(log: CompileLog | Iterable[CompileEvent], *, multiple_of: int | None = None,
+             memo: FunctionMemo | None = None) -> list[Advice]:
     """Findings for a compile log (or a list of events), most severe first. Suggested buckets
     are multiples of ``multiple_of``: by default :func:`bucket_multiple` (64 on Neuron, 16
-    elsewhere); pass 1 for the exact lengths seen."""
+    elsewhere); pass 1 for the exact lengths seen.
+
+    ``memo``: a dict kept by the caller between calls on one growing log (the dashboard's). A
+    function whose events are the same as last time (count, first and last event, ranks) keeps
+    its findings instead of being analysed again: a new event costs only its function's work."""
     events = as_events(log)
     if not events:
         return [Advice("no compile events", "Nothing was compiled while recording: either no "
                        "torch.compile work ran, or every shape was already compiled.",
                        "", "info", {"events": 0})]
     with paused_gc():  # many containers, no cycles: see _gc.py
-        return _diagnose(events, multiple_of, getattr(log, "wall_time_s", None))
+        return _diagnose(events, multiple_of, getattr(log, "wall_time_s", None),
+                         {} if memo is None else memo)
+
+
+def _function_findings(function: str, evs: list[CompileEvent], multiple: int, ranks: list[int],
+                       memo: FunctionMemo) -> list[Advice]:
+    """One function's limit hits, failures and shape findings; from ``memo`` when its events are
+    the ones analysed last time (events are only ever appended, and the fields an update sets
+    later, NEFF times, are not read here)."""
+    key = (len(evs), tuple(ranks), multiple)
+    kept = memo.get(function)
+    if kept is not None and kept[0] == key and kept[1] is evs[0] and kept[2] is evs[-1]:
+        return kept[3]
+    found = (_limit_hits(function, evs, ranks) + failure_findings(function, evs, ranks)
+             + _shape_findings(function, evs, multiple, ranks))
+    memo[function] = key, evs[0], evs[-1], found
+    return found
 
 
 def _diagnose(events: list[CompileEvent], multiple_of: int | None,
-              wall: float | None) -> list[Advice]:
+              wall: float | None, memo: FunctionMemo) -> list[Advice]:
     labels = function_labels(events)
     by_function: dict[str, list[CompileEvent]] = defaultdict(list)
     for e in events:
@@ -411,8 +435,7 @@ def _diagnose(events: list[CompileEvent], multiple_of: int | None,
     multiple = bucket_multiple(events) if multiple_of is None else multiple_of
     found = graph_break_findings(events, labels, ranks)
     for function, evs in by_function.items():
-        found += (_limit_hits(function, evs, ranks) + failure_findings(function, evs, ranks)
-                  + _shape_findings(function, evs, multiple, ranks))
+        found += _function_findings(function, evs, multiple, ranks, memo)
     found += _ranks(events, labels) + neff_findings(events) + kernel_findings(events)
     graphs = {} if found else {f: graphs_per_rank(evs) for f, evs in by_function.items()}
     if not found and all(n <= 1 for n in graphs.values()):

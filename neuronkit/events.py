@@ -22,6 +22,7 @@ import json
 import os
 import threading
 from collections import defaultdict
+from operator import attrgetter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -175,10 +176,11 @@ def as_events(log_or_events: "CompileLog | Iterable[CompileEvent]") -> list[Comp
 def function_labels(events: Iterable[CompileEvent]) -> dict[tuple[str, str], str]:
     """A readable name per (function, location): the name alone where the events hold one
     function of that name, else ``name (file.py:line)`` (``forward (modeling_qwen3.py:440)``)."""
+    events = events if isinstance(events, list) else list(events)
     places: dict[str, list[str]] = defaultdict(list)
-    for e in events:
-        if e.location not in places[e.function]:
-            places[e.function].append(e.location)
+    for name, location in dict.fromkeys(zip(map(attrgetter("function"), events),
+                                            map(attrgetter("location"), events), strict=True)):
+        places[name].append(location)  # each place once, in order of appearance
     labels: dict[tuple[str, str], str] = {}
     for name, locations in places.items():
         if len(locations) == 1:
@@ -360,16 +362,18 @@ class CompileLog:
                 counts[labels[e.function, e.location]] += 1
         return dict(counts)
 
-    def summary(self) -> list[dict[str, Any]]:
+    def summary(self, shapes: bool = True) -> list[dict[str, Any]]:
         """Per function: graphs, shapes, limit hits, failures, eager calls after a limit hit,
         eager kernels, Dynamo and NEFF compile s, mean s, share of wall (of both).
 
         Counts and seconds add up all ranks; ``share_of_wall`` is per rank (see
         :meth:`compile_share`). ``function`` is the :func:`function_labels` label.
+        ``shapes=False`` skips the distinct input shapes (``distinct_shapes`` is None), the
+        costliest count, for a view that does not show it.
         """
         labels = function_labels(self.events)
         rows: dict[tuple[str, str], dict[str, Any]] = {}
-        shapes: dict[tuple[str, str], set[str]] = {}
+        seen: dict[tuple[str, str], set[str]] = {}
         per_rank: dict[tuple[str, str], dict[int, float]] = {}
         for e in self.events:
             key = (e.function, e.location)
@@ -379,7 +383,7 @@ class CompileLog:
                                    "limit_hits": 0, "failed": 0, "graph_breaks": 0,
                                    "eager_calls": 0, "kernels": 0, "compile_s": 0.0,
                                    "neff_s": 0.0}
-                shapes[key], per_rank[key] = set(), defaultdict(float)
+                seen[key], per_rank[key] = set(), defaultdict(float)
             kind = e.kind
             if kind in GRAPH_KINDS:
                 row["graphs"] += 1
@@ -398,11 +402,11 @@ class CompileLog:
             if e.neff_compile_s and not e.metrics.get("neff_in_duration"):
                 row["neff_s"] += e.neff_compile_s
                 seconds += e.neff_compile_s
-            if kind != "graph_break":  # a resumed break carries no shapes of its own
-                shapes[key].add(shape_key(e))
+            if shapes and kind != "graph_break":  # a resumed break has no shapes of its own
+                seen[key].add(shape_key(e))
             per_rank[key][e.rank] += seconds
         for key, row in rows.items():
-            row["distinct_shapes"] = len(shapes[key])
+            row["distinct_shapes"] = len(seen[key]) if shapes else None
             n = row["graphs"] + row["failed"]
             row["mean_s"] = row["compile_s"] / n if n else 0.0
             row["share_of_wall"] = (max(per_rank[key].values()) / self.wall_time_s

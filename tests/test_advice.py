@@ -535,3 +535,56 @@ def test_an_input_of_length_zero_does_not_break_the_bucket_advice():
     a = find(diagnose(graphs("f", [{"input_ids": [1, n]} for n in (0, 5, 40, 90)])),
              "input_ids dim 1")
     assert a.numbers["buckets"] and all(b > 0 for b in a.numbers["buckets"])
+
+
+def _growing_events() -> list[CompileEvent]:
+    """Three functions whose events interleave: lengths, batch sizes, a limit hit, a failure."""
+    events = []
+    for i in range(24):
+        events.append(CompileEvent(function="forward", kind="first" if i == 0 else "recompile",
+                                   started_at=100.0 + i, duration_s=0.5,
+                                   input_shapes={"input_ids": [8, 10 + 3 * i]}))
+        if i % 3 == 0:
+            events.append(CompileEvent(function="step", kind="first" if i == 0 else "recompile",
+                                       started_at=100.2 + i, duration_s=0.2,
+                                       input_shapes={"x": [1 + i // 3, 16]}, rank=i % 2))
+    events.insert(30, CompileEvent(function="forward", kind="limit_hit", started_at=130.5,
+                                   reasons=["cache_size_limit reached"]))
+    events.insert(12, CompileEvent(function="loss", kind="failed", started_at=111.5,
+                                   reasons=["RuntimeError: boom"]))
+    return events
+
+
+def test_a_memo_kept_between_calls_gives_the_findings_of_a_fresh_diagnose():
+    events, memo, log = _growing_events(), {}, CompileLog()
+    for n, event in enumerate(events, 1):
+        log.append(event)
+        if n % 4 and n != len(events):
+            continue
+        assert diagnose(log, memo=memo) == diagnose(CompileLog(list(log.events))), n
+    assert set(memo) == {"forward", "step", "loss"}
+
+
+def test_a_memo_analyses_again_only_the_function_whose_events_changed(monkeypatch):
+    from neuronkit import advice
+
+    seen: list[str] = []
+    real = advice._shape_findings
+    monkeypatch.setattr(advice, "_shape_findings",
+                        lambda function, *rest: seen.append(function) or real(function, *rest))
+    log, memo = make_log(_growing_events()), {}
+    diagnose(log, memo=memo)
+    assert sorted(seen) == ["forward", "loss", "step"]
+    seen.clear()
+    diagnose(log, memo=memo)
+    assert seen == []  # nothing new: every function's findings kept
+    log.append(CompileEvent(function="step", kind="recompile", started_at=200.0,
+                            input_shapes={"x": [99, 16]}))
+    found = diagnose(log, memo=memo)
+    assert seen == ["step"]
+    assert found == diagnose(CompileLog(list(log.events)))
+    seen.clear()  # a new rank changes every function's "on which ranks": all analysed again
+    log.append(CompileEvent(function="loss", kind="failed", started_at=201.0, rank=5,
+                            reasons=["RuntimeError: boom"]))
+    diagnose(log, memo=memo)
+    assert sorted(seen) == ["forward", "loss", "step"]

@@ -11,8 +11,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from neuronkit.views import charts
-from neuronkit.events import CompileEvent, CompileLog, EventKind
+from neuronkit.views import chart_layout, charts
+from neuronkit.events import CompileEvent, CompileLog, EventKind, graphs
 
 # (function, kind, started_at, duration_s, rank)
 ROWS = [("forward", "first", 100.0, 0.5, 0), ("forward", "recompile", 102.0, 0.4, 1),
@@ -320,7 +320,7 @@ def test_no_label_is_cut_off(draw):
     assert texts_outside(fig) == []
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any(t.startswith("+ ") and t.endswith(" more") for t in legend)  # not all 30 fit
-    assert all(len(t) <= charts.LABEL_CHARS + 12 for t in legend)  # "$" escapes, "(count)"
+    assert all(len(t) <= chart_layout.LABEL_CHARS + 12 for t in legend)  # "$" escapes, "(count)"
     assert "limit hit" in legend
 
 
@@ -388,3 +388,43 @@ def test_neff_builds_are_one_line_per_function():
     xs, ys = ax.lines[0].get_data()
     assert np.nanmax(ys) == 21.0 and np.nanmin(ys) == 1.0
     assert "NEFF" in ax.get_ylabel() and "NEFF builds 1000.0 s" in ax.get_title()
+
+
+@pytest.mark.parametrize("style", [dict(marker="o", s=36, edgecolors="#1f77b4", facecolors="white"),
+                                   dict(marker="X", s=110, color="#d62728"),
+                                   dict(marker="x", s=50, color="black"),
+                                   dict(marker="|", s=80, color="#616161"),
+                                   dict(marker="D", s=28, color="#795548", edgecolors="#d62728")])
+def test_scatter_points_draws_what_ax_scatter_draws(style):
+    """The cheap scatter paints the same pixels as matplotlib's own, for every marker used."""
+    xs, ys = np.array([1.0, 2.0, 3.5]), np.array([0.5, 2.0, 1.0])
+
+    def pixels(draw) -> np.ndarray:
+        fig = Figure(figsize=(3, 2), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        ax.set_xlim(0, 4)
+        ax.set_ylim(0, 3)
+        draw(ax)
+        fig.canvas.draw()
+        return np.asarray(fig.canvas.buffer_rgba()).copy()
+
+    ours = pixels(lambda ax: charts.scatter_points(ax, xs, ys, linewidths=1.5, **style))
+    theirs = pixels(lambda ax: ax.scatter(xs, ys, linewidths=1.5, **style))
+    assert (ours != 255).any()  # something was drawn
+    assert np.array_equal(ours, theirs)
+
+
+def test_a_chart_without_its_legend_lists_it_as_key_entries():
+    events = crowded_log()
+    fig = charts.dashboard_chart(CompileLog(events), legend=False)
+    assert fig.axes[0].get_legend() is None and texts_outside(fig) == []
+    functions = [k for k in fig.key if k.function]
+    assert len(functions) == len({(e.function, e.location) for e in events})
+    assert sum(k.weight for k in functions) == graphs(events)
+    assert any("<img src=x" in k.label for k in functions)  # the plain label, escaped by views
+    marks = {k.label: (k.marker, k.filled) for k in fig.key if not k.function}
+    assert marks["limit hit"] == ("X", True) and marks["failed"] == ("x", False)
+    assert marks["recompile"] == ("o", False) and marks["first compile"] == ("o", True)
+    with_legend = charts.dashboard_chart(CompileLog(events))
+    assert with_legend.axes[0].get_legend() is not None and with_legend.key == fig.key

@@ -213,7 +213,8 @@ def test_advice_is_diagnosed_again_only_when_the_log_changed(monkeypatch):
 
     calls = []
     real = dashboard_state.diagnose
-    monkeypatch.setattr(dashboard_state, "diagnose", lambda log: calls.append(1) or real(log))
+    monkeypatch.setattr(dashboard_state, "diagnose",
+                        lambda log, **options: calls.append(1) or real(log, **options))
     state = DashboardState(log=CompileLog())
     assert len(calls) == 1
     state.refresh()

@@ -23,8 +23,9 @@ from neuronkit.events import KINDS, CompileEvent, CompileLog
 from neuronkit.views import html as views_html
 from neuronkit.views.chrome_trace import write_chrome_trace
 from neuronkit.views.dashboard_state import DashboardState
-from neuronkit.views.html import (advice_html, events_table_html, graph_counts_html,
-                                  replay_note, status_html)
+from neuronkit.views.chart_layout import KeyEntry
+from neuronkit.views.html import (KEY_FUNCTIONS, advice_html, chart_key_html, events_table_html,
+                                  graph_counts_html, replay_note, status_html)
 from neuronkit.views.safe import (html_attr, html_text, spreadsheet_safe, strip_control,
                                   terminal_safe)
 from neuronkit.widget import RecompileDashboard
@@ -313,6 +314,7 @@ def test_replayed_hostile_log_renders_inert(tmp_path):
     try:
         text = check_dashboard(dash)
         assert "<img src=x onerror=alert(1)>" in text          # the payload is shown, as text
+        assert IMG in shown(dash.chart_key.value)                # the chart's key, as HTML
         rows = classes_of(dash.events_table.value, "tr")[1:]
         assert rows and all(c <= ROW_CLASSES for c in rows)
         assert dash.state.device == IMG                          # the value itself is kept
@@ -374,7 +376,7 @@ def test_a_log_the_chart_cannot_draw_still_shows_table_and_status(monkeypatch):
     """A chart that fails to draw (whatever the log holds) must not stop the replay."""
     import neuronkit.views.widget as widget
 
-    def broken(log):
+    def broken(log, **options):
         raise ValueError("cannot draw this")
 
     monkeypatch.setattr(widget, "dashboard_chart", broken)
@@ -456,3 +458,18 @@ def test_chrome_trace_is_built_only_by_json_dumps():
     source = Path(views_html.__file__).with_name("chrome_trace.py").read_text()
     assert "json.dumps(" in source
     assert not re.search(r"""['"]\s*[{\[]\s*['"]?\s*\+|write\(\s*f['"]""", source)
+
+
+def test_chart_key_keeps_the_heaviest_functions_and_every_mark_with_fixed_colour_classes():
+    functions = [KeyEntry(f"f{i} {IMG}", "#1f77b4" if i % 2 else "red;background:url(x)",
+                          function=True, weight=i) for i in range(KEY_FUNCTIONS + 3)]
+    marks = [KeyEntry("limit hit", "#d62728", "X"), KeyEntry("recompile", "#555555", filled=False)]
+    html = chart_key_html(functions + marks)
+    assert_inert(html)
+    text = shown(html)
+    assert "f0 " not in text and "f1 " not in text and "f2 " not in text  # the lightest cut
+    assert f"f{KEY_FUNCTIONS + 2} {IMG}" in text and "+ 3 more" in text
+    assert text.index("f3 ") < text.index("f4 ") < text.index("+ 3 more") < text.index("limit hit")
+    assert "✖" in text and "○" in text  # the marks as the chart draws them
+    spans = classes_of(html, "span")
+    assert {"nk-key-c0"} < spans[0] and {"nk-key-c15"} < spans[1]  # unknown colour: grey

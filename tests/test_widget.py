@@ -141,6 +141,7 @@ def test_shipped_sample_log_replays_with_recompiles_and_advice():
     assert 'class="nk-limit-hit"' in dash.events_table.value
     assert "limit" in dash.advice.value.lower() and "bucket" in dash.advice.value.lower()
     assert bytes(dash.chart.value).startswith(PNG_SIGNATURE)
+    assert events[0].function in dash.chart_key.value and "limit hit" in dash.chart_key.value
     dash.close()
 
 
@@ -156,6 +157,9 @@ def test_export_buttons_write_the_log_and_the_chart(tmp_path):
     dash.save_png_button.click()
     png = tmp_path / "out" / "session.png"
     assert dash.state.status_kind == "ok" and png.read_bytes().startswith(PNG_SIGNATURE)
+    width = lambda data: int.from_bytes(data[16:20], "big")  # noqa: E731  (PNG's IHDR)
+    # the file carries its legend; the dashboard shows the key beside a narrower image
+    assert width(png.read_bytes()) == 900 and width(bytes(dash.chart.value)) == 660
     # a name with a dot keeps it (run.2024.01 stays run.2024.01.png, never run.2024.png)
     assert dash.export_png(tmp_path / "direct.whatever") == tmp_path / "direct.whatever.png"
     # the export is a copy: later events do not leak into the exported file
@@ -169,7 +173,7 @@ def test_an_error_while_drawing_lands_in_the_status_area(tmp_path, monkeypatch):
 
     dash = RecompileDashboard.from_log(make_log(tmp_path))
 
-    def broken(log):
+    def broken(log, **options):
         raise ValueError("cannot draw this")
 
     monkeypatch.setattr(widget, "dashboard_chart", broken)

@@ -4,24 +4,23 @@
     charts.save_png(fig, "compiles.png")
 
 Figures are built on ``matplotlib.figure.Figure`` with an Agg canvas, never through pyplot, so
-they need no display, keep no global state and can be drawn from any thread (the widget redraws
-on every event). They show themselves in Jupyter as a PNG (``_repr_png_``), with or without
-``%matplotlib inline``.
+they need no display and can be drawn from any thread (the widget redraws on every event). They
+show themselves in Jupyter as a PNG (``_repr_png_``), with or without ``%matplotlib inline``.
 
-Drawing cost hardly grows with the log: each function (or rank) is one scatter of first
-compiles and one of recompiles (uniform markers: Agg stamps one raster), and a series of more
-than ``MAX_POINTS`` points keeps one point per small cell of the axes. A figure of its own gets
-margins measured from its texts, so no label is cut off; compile seconds go on a log scale when
-they span ``LOG_SCALE_SPAN`` or more. Functions that share a name are told apart by their place
-(``forward (modeling_qwen3.py:440)``).
+Drawing cost hardly grows with the log: each function (or rank) is one collection of first
+compiles and one of recompiles (uniform markers: Agg stamps one raster; built directly, not by
+``ax.scatter``), and a series of more than ``MAX_POINTS`` points keeps one point per small cell
+of the axes. Compile seconds go on a log scale when they span ``LOG_SCALE_SPAN`` or more.
+Functions that share a name are told apart by their place (``forward (modeling_qwen3.py:440)``).
+Layout and legend: ``chart_layout.py``.
 """
 from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
-from typing import Iterable, Literal, cast
+from typing import Any, Iterable, Literal, cast
 
 import numpy as np
 from matplotlib import figure
@@ -29,54 +28,32 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.collections import PathCollection
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.legend import Legend
+from matplotlib.markers import MarkerStyle
 from matplotlib.lines import Line2D
-from matplotlib.text import Text
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
+from matplotlib.transforms import IdentityTransform
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
-from .safe import strip_control
-from ..events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels,
-                      short_label)
+from .chart_layout import (LIMIT_COLOUR, MARK_GREY, PALETTE, TITLE_FONT, KeyEntry, LegendEntries, fit_layout,
+                           legend_label, plain_label)
+from ..events import GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels
 
 __all__ = ["timeline", "graph_growth", "dashboard_chart", "png_bytes", "save_png", "PNG_SIGNATURE",
            "LOG_SCALE_SPAN", "MAX_POINTS", "plain_log_ticks", "seconds_scale"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-LIMIT_COLOUR = "#d62728"
 XLABELS = {"time": "seconds since the first compile", "call": "compile event number"}
 LOG_SCALE_SPAN = 100.0  # largest / smallest positive compile seconds from which y is logarithmic
 MAX_POINTS = 500  # a series with more points keeps one per cell of a CELLS grid over the axes
-CELLS = (200, 80)  # about 3 px a cell on the dashboard's axes: less than a marker
+CELLS = (120, 48)  # about 5 px a cell on the dashboard's axes: less than a marker (8 px)
 TICKS = 6  # the most tick labels an axis gets (each text costs as much to draw as ~500 marks)
-LABEL_CHARS = 32  # a legend label's most characters
-LEGEND_FONT = 8.0
-LEGEND_SHARE = 0.4  # the most of a figure's width its legend takes
-TITLE_FONT = 10.0
-_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-            "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94"]
-# a figure of its own: room (inches) for the y tick labels and label, the x ones, the title
-_LEFT_IN, _BOTTOM_IN, _TOP_IN, _GAP_IN = 0.75, 0.55, 0.4, 0.1
-
-
-def plain_label(label: str) -> str:
-    """A label from a log as plain text: no control characters, and ``$`` not read as maths
-    (a crafted name like ``$\\frac{$`` would make matplotlib raise)."""
-    return strip_control(label, keep_newlines=False).replace("$", r"\$")
-
-
-def legend_label(label: str, width: int = LABEL_CHARS) -> str:
-    """A function label for a legend: plain, at most about ``width`` characters, keeping the
-    end of its place so that same-named functions stay apart (``forward (/a/…ling.py:440)``)."""
-    text = short_label(" ".join(strip_control(label, keep_newlines=False).split()), width)
-    if len(text) > width:
-        half = (width - 1) // 2
-        text = text[:half] + "…" + text[-(width - 1 - half):]
-    return plain_label(text)
 
 
 class Figure(figure.Figure):
     """A matplotlib Figure that Jupyter shows as a PNG, even without ``%matplotlib inline``
-    (its text form stays ``<Figure size 800x360 with 1 Axes>``)."""
+    (its text form stays ``<Figure size 800x360 with 1 Axes>``). ``key``: the timeline's legend
+    as rows, for a view that shows it beside the image (the dashboard)."""
+
+    key: list[KeyEntry] = []
 
     def _repr_png_(self) -> bytes:
         return png_bytes(self)
@@ -90,6 +67,13 @@ def figure_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[figure.F
     fig = Figure(figsize=figsize, dpi=100)
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot()
+
+
+def column(events: list[CompileEvent], field: str) -> np.ndarray:
+    """One number per event (None: 0), read at C speed."""
+    values = np.array(list(map(attrgetter(field), events)), dtype=float)  # None -> nan
+    values[np.isnan(values)] = 0.0
+    return values
 
 
 def _check(x: str, by: str = "function") -> None:
@@ -106,7 +90,7 @@ def _xs(starts: np.ndarray, x: str) -> np.ndarray:
 
 def _empty(fig: figure.Figure, ax: Axes, title: str, own_axes: bool) -> figure.Figure:
     ax.text(0.5, 0.5, "no compile events", ha="center", va="center", fontsize=12,
-            color="#555555", transform=ax.transAxes)
+            color=MARK_GREY, transform=ax.transAxes)
     ax.set_xticks([])
     ax.set_yticks([])
     text = ax.set_title(title, fontsize=TITLE_FONT)
@@ -117,7 +101,7 @@ def _empty(fig: figure.Figure, ax: Axes, title: str, own_axes: bool) -> figure.F
 
 def colours(keys: Iterable[object]) -> dict[object, str]:
     """A stable colour per key, in the order given."""
-    return {k: _PALETTE[i % len(_PALETTE)] for i, k in enumerate(keys)}
+    return {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(keys)}
 
 
 def _group_key(e: CompileEvent, by: str, labels: dict[tuple[str, str], str]) -> str:
@@ -128,7 +112,7 @@ def plain_log_ticks(ax: Axes) -> None:
     """Log-axis tick labels as plain numbers (0.1, 1, 10): matplotlib's default writes them as
     math text, whose parser costs a PNG redraw tens of milliseconds."""
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_locator(NullLocator())  # each minor tick is an artist built per draw
 
 
 def seconds_scale(seconds: Iterable[float]) -> Literal["linear", "log"]:
@@ -169,68 +153,13 @@ def thin(xs: np.ndarray, ys: np.ndarray, xlim: tuple[float, float], ylim: tuple[
     return np.sort(first)
 
 
-@dataclass
-class LegendEntries:
-    """A legend's entries: one per function (weight: its graphs), then the marks' entries.
-    When not all functions fit, the heaviest are kept, in their order, and ``+ N more`` said."""
-
-    functions: list[tuple[Artist, int]]
-    marks: list[Artist]
-
-    def handles(self, keep: int | None = None) -> list[Artist]:
-        shown = self.functions
-        if keep is not None and keep < len(shown):
-            heaviest = sorted(range(len(shown)), key=lambda i: -shown[i][1])[:keep]
-            shown = [shown[i] for i in sorted(heaviest)]
-        handles = [handle for handle, _ in shown]
-        if len(shown) < len(self.functions):
-            handles.append(Line2D([], [], ls="", label=f"+ {len(self.functions) - len(shown)} more"))
-        return handles + self.marks
-
-    def draw(self, ax: Axes, keep: int | None = None, fontsize: float = LEGEND_FONT) -> Legend:
-        """The legend outside the axes, on the right."""
-        return ax.legend(handles=self.handles(keep), fontsize=fontsize, loc="upper left",
-                         bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0.0)
-
-
-def fit_layout(fig: figure.Figure, ax: Axes, title: Text, entries: LegendEntries | None) -> None:
-    """Margins of a figure of its own measured from its texts: the legend on the right (in a
-    smaller font where it would take more than ``LEGEND_SHARE`` of the width, cut to the
-    functions that fit the height), the title shrunk where it would pass the edges."""
-    renderer = cast(FigureCanvasAgg, fig.canvas).get_renderer()
-    width, height = fig.get_size_inches()
-    dpi = fig.dpi
-    left, bottom, top = (min(_LEFT_IN, width * 0.3), min(_BOTTOM_IN, height * 0.4),
-                         min(_TOP_IN, height * 0.3))
-    right = _GAP_IN
-    if entries is not None:
-        fontsize, keep = LEGEND_FONT, None
-        box = entries.draw(ax).get_window_extent(renderer)
-        widest = width * LEGEND_SHARE - _GAP_IN - 0.1
-        if box.width / dpi > widest:
-            fontsize = max(LEGEND_FONT * widest * dpi / box.width, 5.0)
-            box = entries.draw(ax, keep, fontsize).get_window_extent(renderer)
-        room = height - top - _GAP_IN
-        if box.height / dpi > room and entries.functions:
-            row = box.height / dpi / len(entries.handles())
-            keep = max(int(room / row) - len(entries.marks) - 1, 1)
-            box = entries.draw(ax, keep, fontsize).get_window_extent(renderer)
-        right += box.width / dpi + 0.1
-    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
-                        top=1 - top / height)
-    centre = left + (width - left - right) / 2  # the title is centred over the axes
-    room_px = 2 * (min(centre, width - centre) - _GAP_IN) * dpi
-    extent = title.get_window_extent(renderer).width
-    if extent > room_px:
-        title.set_fontsize(max(title.get_fontsize() * room_px / extent, 5.0))
-
-
 def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"] = "time",
              ax: Axes | None = None, by: Literal["function", "rank"] = "function",
-             figsize: tuple[float, float] = (8.0, 3.6)) -> figure.Figure:
+             figsize: tuple[float, float] = (8.0, 3.6), legend: bool = True) -> figure.Figure:
     """Compile seconds per event over time (or event number), one colour per function or rank.
 
     ``figsize`` (inches) sizes the new figure; it is ignored when drawing on a given ``ax``.
+    ``legend=False``: no legend in the image; the figure's ``key`` lists it for the caller.
 
     Filled circles are first compiles, hollow circles recompiles, black crosses failed compiles,
     and red X marks the recompile-limit hits where torch fell back to eager. The y axis is
@@ -243,13 +172,15 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     if not events:
         return _empty(fig, ax, "Compile timeline", own_axes)
     labels = function_labels(events) if by == "function" else {}
-    numbers = np.array([(e.started_at, e.duration_s or 0.0, 0.0 if e.metrics.get("neff_in_duration")
-                         else e.neff_compile_s or 0.0) for e in events], dtype=float)
-    xs = _xs(numbers[:, 0], x)
-    durations, builds = numbers[:, 1], numbers[:, 2]
+    xs = _xs(column(events, "started_at"), x)
+    durations, builds = column(events, "duration_s"), column(events, "neff_compile_s")
+    for i in np.flatnonzero(builds):  # a NEFF build already inside the duration adds nothing
+        if events[i].metrics.get("neff_in_duration"):
+            builds[i] = 0.0
     totals = durations + builds  # CompileEvent.total_s
-    kinds = np.array([e.kind for e in events])
-    keys = [_group_key(e, by, labels) for e in events]
+    kinds = np.array(list(map(attrgetter("kind"), events)))
+    keys = ([labels[e.function, e.location] for e in events] if by == "function"
+            else [f"rank {e.rank}" for e in events])
     order = list(dict.fromkeys(keys))  # every function gets its colour, in order of appearance
     if by == "rank":
         order.sort(key=lambda k: int(k.split()[-1]))
@@ -267,18 +198,20 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     bottom = ylim[0] * 1.3 if log_y else 0.0  # where a 0 s mark sits on a log axis
     ys = np.maximum(totals, bottom) if log_y else totals
 
-    def scatter(idx: np.ndarray, values: np.ndarray = ys, **style: object) -> None:
+    def scatter(idx: np.ndarray, values: np.ndarray = ys, **style: Any) -> None:
         keep = idx[thin(xs[idx], values[idx], xlim, ylim, log_y)]
         scatter_points(ax, xs[keep], values[keep], **style)
 
     index = {k: i for i, k in enumerate(order)}
     group = np.fromiter((index[k] for k in keys), dtype=np.int64, count=len(keys))
     functions: list[tuple[Artist, int]] = []
+    key_entries: list[KeyEntry] = []
     for gi, key in enumerate(order):
         mine = graph & (group == gi)
         colour, name = palette[key], legend_label(key)
         functions.append((Line2D([], [], ls="", marker="o", color=colour, label=name),
                           int(mine.sum())))
+        key_entries.append(KeyEntry(key, colour, function=True, weight=int(mine.sum())))
         for kind, face in (("first", colour), ("recompile", "white")):
             idx = np.flatnonzero(mine & (kinds == kind))
             if idx.size:
@@ -293,7 +226,7 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
                     alpha=0.35, zorder=2, solid_capstyle="butt")
     marked: list[Artist] = []
     marks = (("kernels", "D", 28, "#795548", totals), ("graph_break", "|", 80, "#616161", totals),
-             ("failed", "x", 50, "black", totals), ("limit_hit", "X", 110, LIMIT_COLOUR, durations))
+             ("failed", "x", 50, "#000000", totals), ("limit_hit", "X", 110, LIMIT_COLOUR, durations))
     for kind, marker, size, colour, values in marks:
         idx = np.flatnonzero(kinds == kind)
         if not idx.size:
@@ -303,11 +236,16 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
         scatter(idx, plotted, marker=marker, s=size, color=colour, label=label,
                 zorder=5 if kind == "limit_hit" else 4)
         marked.append(ax.collections[-1])
+        key_entries.append(KeyEntry(label, colour, marker, marker in "DX"))
         if kind == "limit_hit":
             _note_limit_hits(ax, xs, plotted, idx, xlim, ylim, log_y)
-    marked += [Line2D([], [], ls="", marker="o", color="#555555", label="first compile"),
-               Line2D([], [], ls="", marker="o", color="#555555", markerfacecolor="white",
+    marked += [Line2D([], [], ls="", marker="o", color=MARK_GREY, label="first compile"),
+               Line2D([], [], ls="", marker="o", color=MARK_GREY, markerfacecolor="white",
                       label="recompile")]
+    key_entries += [KeyEntry("first compile", MARK_GREY),
+                    KeyEntry("recompile", MARK_GREY, filled=False)]
+    if isinstance(fig, Figure):
+        fig.key = key_entries
     entries = LegendEntries(functions, marked)
     ax.set_xlabel(XLABELS[x])
     seconds = "compile seconds (+ NEFF)" if any(e.neff_compile_s for e in events) else \
@@ -318,22 +256,39 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
         ax.yaxis.set_major_locator(MaxNLocator(TICKS))
     neff, noun = float(builds.sum()), "event" if len(events) == 1 else "events"
     title = ax.set_title(f"Compile timeline: {len(events)} {noun}, {totals.sum():.1f} s compiling"
-                         + (f" (NEFF builds {neff:.1f} s)" if neff else ""), fontsize=TITLE_FONT)
+                         + (f" (NEFF builds {neff:.1f} s)" if neff else ""), fontsize=TITLE_FONT,
+                         y=1.0)  # placed, not found by measuring the axes' decorations per draw
     ax.grid(True, alpha=0.3)
     if own_axes:
-        fit_layout(fig, ax, title, entries)
-    else:
+        fit_layout(fig, ax, title, entries if legend else None)
+    elif legend:
         entries.draw(ax)
     return fig
 
 
-def scatter_points(ax: Axes, xs: np.ndarray, ys: np.ndarray, **style: object) -> PathCollection:
-    """``ax.scatter`` whose cost stays small for many points: the offsets are set on an empty
-    scatter and the data limits grown from the points at once (not from each marker's path)."""
+def scatter_points(ax: Axes, xs: np.ndarray, ys: np.ndarray, marker: str = "o", s: float = 36.0,
+                   color: str | None = None, facecolors: str | None = None,
+                   edgecolors: str | None = None, linewidths: float = 1.5,
+                   **style: object) -> PathCollection:
+    """What ``ax.scatter`` draws (one marker size, one colour) for a fraction of its cost: the
+    collection is built directly and the data limits grown from the points at once.
+
+    ``color`` fills and strokes the marker; ``facecolors`` and ``edgecolors`` set the two apart.
+    ``style``: label, gid, zorder, alpha.
+    """
     points = np.column_stack([xs, ys])
-    collection = ax.scatter([], [], **style)  # type: ignore[arg-type]
-    collection.set_offsets(points)
-    ax.update_datalim(points)  # the axes autoscale (lazily, when drawn) to hold them
+    shape = MarkerStyle(marker)
+    face = facecolors or color or "none"
+    edge = edgecolors or (color if shape.is_filled() and color is not None else "face")
+    collection = PathCollection([shape.get_path().transformed(shape.get_transform())],
+                                sizes=[s], offsets=points, offset_transform=ax.transData,
+                                transform=IdentityTransform(),  # marker sizes are in points
+                                facecolors=face, edgecolors=edge, linewidths=linewidths,
+                                **style)
+    ax.add_collection(collection, autolim=False)
+    ax.update_datalim(points)
+    if ax.get_autoscalex_on() or ax.get_autoscaley_on():  # a caller's axes: they hold the points
+        ax.autoscale_view()
     return collection
 
 
@@ -414,9 +369,11 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     return fig
 
 
-def dashboard_chart(log: CompileLog) -> figure.Figure:
-    """The dashboard's chart: :func:`timeline` on a wide figure."""
-    return timeline(log, figsize=(9.0, 3.2))
+def dashboard_chart(log: CompileLog, legend: bool = True) -> figure.Figure:
+    """The dashboard's chart: :func:`timeline` on a wide figure. The dashboard itself shows the
+    legend as HTML beside the image (``legend=False``; see ``Figure.key``): cheaper to draw on
+    every redraw than in the image, and never cut."""
+    return timeline(log, figsize=(9.0, 3.2) if legend else (6.6, 3.2), legend=legend)
 
 
 def png_bytes(fig: figure.Figure, dpi: int = 100) -> bytes:

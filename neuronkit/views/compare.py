@@ -28,8 +28,8 @@ from matplotlib.artist import Artist
 from ..events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, compile_seconds, graphs,
                       neff_seconds, shape_key, total_seconds)
 from ..shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s, as the demo's
-from .charts import (LIMIT_COLOUR, TITLE_FONT, LegendEntries, figure_axes, legend_label, plain_label,
-                     scatter_points, fit_layout, padded_limits, plain_log_ticks,
+from .chart_layout import TITLE_FONT, LegendEntries, fit_layout, legend_label, plain_label
+from .charts import (LIMIT_COLOUR, figure_axes, padded_limits, plain_log_ticks, scatter_points,
                      seconds_scale)
 from .safe import html_attr, html_text, terminal_safe
 
@@ -320,13 +320,14 @@ def compare_chart(a: Run, b: Run, names: Sequence[str] = ("A", "B"),
         built, hits = np.isin(kinds, GRAPH_KINDS), kinds == "limit_hit"
         short = legend_label(name, NAME_CHARS)
         label = f"{short}: {_graphs_noun(int(built.sum()))}, {total_seconds(events):.1f} s"
-        series.append((scatter_points(ax, xs[built], plotted[built], s=30, marker=marker, color=colour,
-                                alpha=0.8, label=label, gid=plain_label(name), zorder=3),
+        series.append((scatter_points(ax, xs[built], plotted[built], s=30, marker=marker,
+                                      color=colour, alpha=0.8, label=label, gid=plain_label(name),
+                                      zorder=3),
                        int(built.sum())))
         if hits.any():
-            marks.append(scatter_points(ax, xs[hits], plotted[hits], marker="X", s=80, color=colour,
-                                  edgecolors=LIMIT_COLOUR, linewidths=1.0, zorder=4,
-                                  label=f"{short}: limit hits ({int(hits.sum())})"))
+            marks.append(scatter_points(ax, xs[hits], plotted[hits], marker="X", s=80,
+                                        color=colour, edgecolors=LIMIT_COLOUR, linewidths=1.0,
+                                        zorder=4, label=f"{short}: limit hits ({int(hits.sum())})"))
     ax.set_xlabel("seconds since each run's first compile")
     ax.set_ylabel("compile seconds" + (", log scale" if log_y else ""))
     title = ax.set_title(" vs ".join(legend_label(name, NAME_CHARS) for name in run_names),

@@ -20,10 +20,11 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
+from weakref import WeakKeyDictionary
 
 from traitlets import Bool, Dict, Enum, HasTraits, Int, List, Unicode
 
-from ..advice import Advice, diagnose
+from ..advice import Advice, FunctionMemo, diagnose
 from ..device import cpu_backend, detect
 from ..events import CompileEvent, CompileLog
 from ..examples.text import text_of_tokens
@@ -106,6 +107,8 @@ class DashboardState(HasTraits, SessionRuns):
         self._loaded_on = ""  # the device the model was loaded on
         self._sweeping = False  # a sweep counts its own progress (see _on_batch)
         self._advice_key: tuple[Any, ...] | None = None  # the log diagnose() last saw
+        # per log: each function's findings, kept while its events are unchanged
+        self._advice_memo: WeakKeyDictionary[CompileLog, FunctionMemo] = WeakKeyDictionary()
         self._compiling: dict[int, Any] = {}  # CompileStart.id -> CompileStart
         self._ticker: threading.Thread | None = None
         self._counted_log: CompileLog | None = None  # graph counts so far (see _graph_counts)
@@ -198,7 +201,7 @@ class DashboardState(HasTraits, SessionRuns):
         self.graph_counts = self._graph_counts(log)
         key = (id(log), len(log.events), log.wall_time_s)
         if advice and key != self._advice_key:  # unchanged since the last diagnose: kept
-            self.advice = list(diagnose(log))
+            self.advice = list(diagnose(log, memo=self._advice_memo.setdefault(log, {})))
             self._advice_key = key
         self.event_count = len(log.events)
 

@@ -16,11 +16,13 @@ from pathlib import PurePath
 from typing import Any, Iterable
 
 from ..events import KINDS, CompileLog
+from .chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry
 from .safe import html_attr, html_text
 from .table import ARRIVAL, COLUMN_LABELS, TABLE_ROWS, EventTable
 
-__all__ = ["events_table_html", "table_page_html", "graph_counts_html", "advice_html", "replay_note",
-           "status_html", "escape", "kind_class", "STYLE", "TABLE_ROWS", "KIND_CLASSES", "UNKNOWN_CLASS"]
+__all__ = ["chart_key_html", "events_table_html", "table_page_html", "graph_counts_html",
+           "advice_html", "replay_note", "status_html", "escape", "kind_class", "STYLE",
+           "TABLE_ROWS", "KIND_CLASSES", "UNKNOWN_CLASS"]
 
 # a row's CSS class: only these (from events.KINDS), never built from the event's text
 KIND_CLASSES = {kind: "nk-" + kind.replace("_", "-") for kind in KINDS}
@@ -56,12 +58,18 @@ STYLE = """<style>
 .nk-dashboard .nk-graph-count .widget-html-content,
 .nk-dashboard .nk-output-text .widget-html-content { line-height: 1.35; }
 .nk-dashboard img.nk-chart { height: auto; object-fit: contain; }
+.nk-dashboard .nk-chart-key { font-size: 11px; line-height: 1.5; max-height: 320px;
+  overflow-y: auto; }
+.nk-dashboard .nk-chart-key div { white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; }
+.nk-dashboard .nk-key-mark { display: inline-block; width: 1.4em; text-align: center; }
 .nk-dashboard .nk-bad { color: #b00020; font-weight: 600; }
 .nk-dashboard .nk-good { color: #1b6e20; }
 .nk-dashboard .nk-advice-item { margin: 0 0 6px 0; }
 .nk-dashboard pre.nk-text { white-space: pre-wrap; background: #f6f6f6; padding: 4px 6px;
   margin: 2px 0; max-height: 120px; overflow-y: auto; }
-</style>"""
+""" + "".join(f".nk-dashboard .nk-key-c{i} {{ color: {colour}; }}\n"
+                 for i, colour in enumerate(KEY_COLOURS)) + "</style>"
 
 
 def escape(value: Any) -> str:
@@ -163,7 +171,7 @@ def _table_html(table: EventTable, note: str, sortable: bool) -> str:
 
 def graph_counts_html(log: CompileLog) -> str:
     """Graphs per function (from ``log.summary()``), limit hits and compile seconds."""
-    rows = log.summary()
+    rows = log.summary(shapes=False)
     if not rows:
         return '<div class="nk-muted">0 graphs compiled</div>'
     total = sum(r["graphs"] for r in rows)
@@ -185,6 +193,35 @@ def graph_counts_html(log: CompileLog) -> str:
             '<th>limit hits</th><th>compile s</th>' + ("<th>NEFF s</th>" if neuron else "")
             + ("<th>kernels</th>" if kernels else "")
             + f'</tr></thead><tbody>{body}</tbody></table>')
+
+
+# a chart marker (matplotlib's name) as a character; a hollow circle for an unfilled "o"
+KEY_MARKS = {("o", True): "●", ("o", False): "○", ("D", True): "◆", ("|", False): "|",
+             ("x", False): "✕", ("X", True): "✖"}
+KEY_FUNCTIONS = 12  # the most functions the key lists (the heaviest, in order)
+_KEY_CLASSES = {colour: f"nk-key-c{i}" for i, colour in enumerate(KEY_COLOURS)}
+
+
+def chart_key_html(entries: Iterable[KeyEntry], most: int = KEY_FUNCTIONS) -> str:
+    """A chart's key beside its image: a mark in its colour and the label, one per row. At
+    most ``most`` functions (the heaviest, in their order; ``+ N more``); marks always."""
+    entries = list(entries)
+    functions = [e for e in entries if e.function]
+    marks = [e for e in entries if not e.function]
+    if len(functions) > most:
+        keep = set(sorted(range(len(functions)), key=lambda i: -functions[i].weight)[:most])
+        rest, functions = len(functions) - most, [f for i, f in enumerate(functions) if i in keep]
+    else:
+        rest = 0
+    rows = []
+    for e in functions + marks:
+        mark = KEY_MARKS.get((e.marker, e.filled), "●")
+        colour = _KEY_CLASSES.get(e.colour, _KEY_CLASSES[MARK_GREY])
+        rows.append(f'<div title="{html_attr(e.label)}"><span class="nk-key-mark {colour}">'
+                    f'{mark}</span>{html_text(e.label)}</div>')
+        if rest and e is functions[-1]:
+            rows.append(f'<div class="nk-muted">+ {rest} more</div>')
+    return "".join(rows)
 
 
 def advice_html(advices: Iterable[Any]) -> str:

@@ -23,7 +23,8 @@ from traitlets import link
 from ..events import CompileLog
 from .charts import dashboard_chart, png_bytes
 from .dashboard_state import DTYPES, PADDINGS, SWEEP_ORDERS, DashboardState
-from .html import STYLE, advice_html, graph_counts_html, replay_note, status_html
+from .html import (STYLE, advice_html, chart_key_html, graph_counts_html, replay_note,
+                   status_html)
 from .safe import html_text, strip_control
 from .widget_parts import UPLOAD_ACCEPT, ComparePanel, TablePanel, compiling_html
 
@@ -145,7 +146,9 @@ class RecompileDashboard(w.VBox):
         self.run = _styled(w.Dropdown(description="Show", style=label), "nk-run",
                            width="360px")
         self.chart = _styled(w.Image(format="png"), "nk-chart", width="100%",
-                             max_width="900px", height="auto")
+                             max_width="660px", height="auto", flex="1 1 420px")
+        self.chart_key = _styled(w.HTML(), "nk-chart-key", flex="0 1 240px",
+                                 margin="0 0 0 8px")
         self.graph_count = _styled(w.HTML(), "nk-graph-count")
         self.advice = _styled(w.HTML(), "nk-advice")
         self.table_panel = TablePanel(s.fail)
@@ -183,7 +186,9 @@ class RecompileDashboard(w.VBox):
         advice = w.VBox([w.HTML('<div class="nk-section">Advice</div>'), self.advice],
                         layout=w.Layout(flex="1 1 420px", margin="0 0 0 16px"))
         counts = w.VBox([self.graph_count], layout=w.Layout(flex="0 1 380px"))
-        live = _panel("Compiles", self.chart,
+        live = _panel("Compiles", w.HBox([self.chart, self.chart_key],
+                                         layout=w.Layout(flex_flow="row wrap",
+                                                         align_items="flex-start")),
                       w.HBox([counts, advice], layout=w.Layout(flex_flow="row wrap")),
                       self.table_panel, css_class="nk-live-panel")
         text_panel = _panel("Generated text", self.output_text, css_class="nk-text-panel")
@@ -331,7 +336,9 @@ class RecompileDashboard(w.VBox):
             self.state.refresh()          # the advice observer redraws the advice
             self.graph_count.value = graph_counts_html(log)  # with the chart: a pass over all
             self.table_panel.show(log, self.state.advice)
-            self.chart.value = png_bytes(dashboard_chart(log))
+            figure = dashboard_chart(log, legend=False)  # the key beside it, as HTML
+            self.chart.value = png_bytes(figure)
+            self.chart_key.value = chart_key_html(getattr(figure, "key", []))
             self._chart_at, self._chart_stale = time.monotonic(), False
         else:  # a live event: appended to the table's index, the page drawn again
             self.table_panel.show(log, self.state.advice)
