@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     "load_model": "models", "load_tokenizer": "models", "check_placement": "models",
     "tiny_model": "models", "PlacementReport": "models",
     "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shapes", "ShapeAudit": "shapes",
-    "generate": "generation", "GenerationResult": "generation", "pipeline": "pipeline",
+    "generate": "generation", "GenerationResult": "generation", "pipeline": "pipelines",
     "BatchProgress": "progress",
     "RecompileLimitWarning": "recompile_limit", "UnboundedCacheError": "static_cache",
     "fixed_shape_args": "training", "FixedLengthCollator": "collate",
@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .generation import GenerationResult, generate
     from .models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
                          check_placement, load_model, load_tokenizer, tiny_model)
-    from .pipeline import pipeline
+    from .pipelines import pipeline
     from .progress import BatchProgress
     from .recompile_limit import RecompileLimitWarning
     from .recorder import CompileRecorder

@@ -99,3 +99,19 @@ def test_the_agreed_public_paths_still_import():
     from neuronkit.widget import RecompileDashboard
 
     assert RecompileDashboard is Real
+
+
+def test_no_public_name_is_shadowed_by_its_module():
+    """Importing every module first (as a user's ``from neuronkit.x import y`` does) leaves each
+    facade name the function or class, never a submodule of the same name."""
+    import subprocess
+    import sys
+
+    modules = sorted(set(nk._EXPORTS.values()))
+    code = ("import importlib, types\n"
+            f"for m in {modules!r}: importlib.import_module('neuronkit.' + m)\n"
+            "import neuronkit as nk\n"
+            "bad = [n for n in nk._EXPORTS if isinstance(getattr(nk, n), types.ModuleType)]\n"
+            "assert not bad, f'module shadows the public name: {bad}'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

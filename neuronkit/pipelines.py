@@ -1,10 +1,14 @@
-"""``nk.pipeline``: transformers' pipeline, the page's second way in, on an explicit device."""
+"""``nk.pipeline``: transformers' pipeline, the page's second way in, on an explicit device.
+
+(The module is ``pipelines``, as in transformers, so that importing it never shadows the
+``nk.pipeline`` function.)"""
 from __future__ import annotations
 
 import warnings
 from typing import Any
 
 __all__ = ["pipeline"]
+
 
 def pipeline(task: str, model: Any = None, **kw):
     """``transformers.pipeline`` on an explicit device, never left to automatic placement.
