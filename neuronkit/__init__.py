@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "inspect_cache": "cache", "CacheReport": "cache",
     "compile_budget": "budget", "CompileBudgetExceeded": "budget",
     "warmup": "warm_up", "WarmupManifest": "warm_up",
+    "model_or_tiny": "hub", "ModelChoice": "hub",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .distributed import launch, merge_logs, rank_log_path
     from .events import CompileEvent, CompileLog, LogFormatError
     from .generation import GenerationResult, generate
+    from .hub import ModelChoice, model_or_tiny
     from .models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
                          check_placement, load_model, load_tokenizer, tiny_model)
     from .pipelines import pipeline

@@ -387,7 +387,8 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                 clock = _FirstTokenClock()
                 seen = len(rec.events)
                 processors = LogitsProcessorList([clock, *logits_processor])
-                label = f"generate batch {n}: bucket {bucket}, cache {cache_len}"
+                padded = "bucket" if buckets is not None else "length"  # no buckets: its own
+                label = f"generate batch {n}: {padded} {bucket}, cache {cache_len}"
                 outer = rec.current_context  # keep a caller's label (a sweep step, a training step)
                 label = f"{outer} · {label}" if outer and outer != "generate" else label
                 with rec.context(label), counting(forecast):

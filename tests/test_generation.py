@@ -91,6 +91,8 @@ def test_without_buckets_each_new_longest_batch_compiles(model, tok, compiler_re
     assert counter.graphs == res.graphs == len(expected) >= 2
     assert res.events == rec.events[-len(res.events):]
     assert all(e.context.startswith("generate batch") for e in res.events)
+    # no buckets: the context names the batch's own length, never a "bucket"
+    assert all(", cache " in e.context and "bucket" not in e.context for e in res.events)
     assert sum(t.compiles for t in res.timings) == res.graphs
     torch.compiler.reset()
     with nk.CompileRecorder(context="sweep 2") as rec:      # a caller's label is kept
