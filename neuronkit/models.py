@@ -4,8 +4,9 @@
 would land on CPU without a word. ``load_model`` always passes an explicit ``device_map`` and
 then checks that every parameter and buffer really sits on the intended device.
 
-``tiny_model()`` builds a tiny Qwen3 (107k parameters, 430 KB) with a byte-level BPE tokenizer
-trained offline on text shipped with the package, so everything works without a network.
+``tiny_model()`` copies a tiny Qwen3 (156k parameters, 630 KB) shipped with the package: a
+byte-level BPE tokenizer and weights trained briefly on the package's own text (by
+``neuronkit/examples/train_tiny.py``), so greedy generation prints words, without a network.
 """
 from __future__ import annotations
 
@@ -24,12 +25,15 @@ from typing import TYPE_CHECKING, Any
 from .device import detect, resolve_device
 
 if TYPE_CHECKING:  # pragma: no cover
+    from importlib.resources.abc import Traversable
+
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 HOME_ENV = "NEURONKIT_HOME"
 TINY_NAME = "tiny-qwen3"
-TINY_RECIPE = 1  # bump when the recipe below changes: existing builds are then rebuilt
+TINY_RECIPE = 2  # bump when the build below changes: existing builds are then rebuilt (1: random)
+SHIPPED = f"data/{TINY_NAME}"  # package data written by neuronkit/examples/train_tiny.py
 STAMP_FILE = "neuronkit-build.json"
 PAD, EOS = "<|pad|>", "<|endoftext|>"
 DTYPES = ("bfloat16", "float32", "float16", "auto")
@@ -96,14 +100,24 @@ def neuronkit_home(home: str | os.PathLike | None = None) -> Path:
     return Path(home).expanduser()
 
 
-def _corpus() -> list[str]:
-    text = resources.files("neuronkit").joinpath("data/corpus.txt").read_text(encoding="utf-8")
-    return [p.strip() for p in text.split("\n\n") if p.strip()]
+def _shipped() -> Traversable:
+    """The trained tiny model shipped as package data (see ``neuronkit/examples/train_tiny.py``)."""
+    return resources.files("neuronkit").joinpath(SHIPPED)
+
+
+def _shipped_files() -> list[Traversable]:
+    """The shipped files, by name (none when the folder is missing)."""
+    folder = _shipped()
+    if not folder.is_dir():
+        return []
+    return sorted((f for f in folder.iterdir() if f.is_file()), key=lambda f: f.name)
 
 
 def _stamp() -> dict[str, Any]:
-    digest = hashlib.sha256("\n\n".join(_corpus()).encode()).hexdigest()[:16]
-    return {"recipe": TINY_RECIPE, "corpus_sha256": digest}
+    digest = hashlib.sha256()
+    for f in _shipped_files():
+        digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    return {"recipe": TINY_RECIPE, "shipped_sha256": digest.hexdigest()[:16]}
 
 
 def _is_built(folder: Path) -> bool:
@@ -114,45 +128,20 @@ def _is_built(folder: Path) -> bool:
     return stamp == _stamp() and (folder / "model.safetensors").is_file()
 
 
-def _build_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=[PAD, EOS], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(_corpus(), trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS,
-                                   model_max_length=2048)
-
-
 def _build_into(folder: Path) -> None:
-    """Write tokenizer, config, weights and generation config into ``folder`` (seeded)."""
-    import torch
-    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
-
-    tokenizer = _build_tokenizer()
-    pad_id, eos_id = tokenizer.pad_token_id, tokenizer.eos_token_id
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=16, max_position_embeddings=2048, tie_word_embeddings=True,
-                         pad_token_id=pad_id, bos_token_id=eos_id, eos_token_id=eos_id)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        # PreTrainedModel.to is @functools.wraps(Module.to): mypy takes the dtype for `self`
-        model = Qwen3ForCausalLM(config).to(torch.float32).eval()  # type: ignore[arg-type]
-    model.generation_config = GenerationConfig(do_sample=False, pad_token_id=pad_id,
-                                               eos_token_id=eos_id, bos_token_id=eos_id)
-    with _quiet_progress():
-        model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    """Copy the shipped tokenizer, config, trained weights and generation config into
+    ``folder``, then stamp it."""
+    files = _shipped_files()
+    if not any(f.name == "model.safetensors" for f in files):
+        raise FileNotFoundError(f"the tiny model's weights are missing from the package "
+                                f"({_shipped()}); reinstall neuronkit")
+    for f in files:
+        (folder / f.name).write_bytes(f.read_bytes())
     (folder / STAMP_FILE).write_text(json.dumps(_stamp(), indent=2) + "\n")
 
 
 def tiny_model(home: str | os.PathLike | None = None) -> Path:
-    """Folder of the embedded tiny Qwen3 + tokenizer; built once (about a second), then reused.
+    """Folder of the embedded tiny Qwen3 + tokenizer; copied once from the package, then reused.
 
     It lives in ``<home>/tiny-qwen3`` (home: argument, ``$NEURONKIT_HOME``, or the user cache
     folder). Concurrent first calls are safe: it is built in a temporary folder beside the

@@ -1,14 +1,17 @@
 """The embedded tiny model, explicit loading, the device_map="auto" guard, placement checks."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
 import warnings
+from importlib import resources
 
 import pytest
 import torch
@@ -18,10 +21,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import neuronkit as nk
 from neuronkit import models
 from neuronkit.device import DeviceFallbackWarning
+from neuronkit.examples import train_tiny
 from neuronkit.models import (CorruptWeightsError, DeviceMapWarning, ModelNotFoundError,
                               PlacementWarning)
 
 TEXT = "The river carried the boats down to the sea."
+SHIPPED = resources.files("neuronkit").joinpath("data/tiny-qwen3")
 
 
 # --------------------------------------------------------------------------- tiny_model
@@ -80,6 +85,52 @@ def test_tiny_model_reloads_and_generates(tiny_model_path):
     assert torch.equal(dynamic, model.generate(**batch, **kw))  # deterministic
 
 
+def test_tiny_model_holds_the_shipped_trained_files(tiny_model_path):
+    shipped = {f.name: f.read_bytes() for f in SHIPPED.iterdir() if f.is_file()}
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= shipped.keys()
+    assert sorted(p.name for p in tiny_model_path.iterdir()) == sorted([*shipped, models.STAMP_FILE])
+    for name, data in shipped.items():
+        assert (tiny_model_path / name).read_bytes() == data, name
+    assert sum(map(len, shipped.values())) < 1_000_000
+
+
+def test_build_copies_without_torch(tmp_path, monkeypatch):
+    for name in ("torch", "transformers", "tokenizers", "safetensors"):
+        monkeypatch.setitem(sys.modules, name, None)  # importing any of them now fails
+    path = models.tiny_model(tmp_path)
+    assert models._is_built(path)
+
+
+def test_shipped_tokenizer_is_the_one_trained_on_the_corpus(tiny_model_path, tmp_path):
+    train_tiny.build_tokenizer().save_pretrained(tmp_path)
+    assert (tmp_path / "tokenizer.json").read_bytes() == \
+        (tiny_model_path / "tokenizer.json").read_bytes()
+    built, shipped = AutoTokenizer.from_pretrained(tmp_path), AutoTokenizer.from_pretrained(
+        tiny_model_path)
+    sample = train_tiny.training_text()[:2000] + TEXT
+    assert built(sample).input_ids == shipped(sample).input_ids
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z]+", text.lower())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("prompt", ["Trainium compiles one graph for every input shape",
+                                    "The old bridge", "The French Bread Law states"])
+def test_tiny_model_speaks_corpus_words(tiny_model_path, tok, prompt, dtype):
+    model = nk.load_model(tiny_model_path, device="cpu", dtype=dtype)
+    batch = tok(prompt, return_tensors="pt")
+    out = model.generate(**batch, max_new_tokens=12, do_sample=False)
+    assert out.shape[1] == batch.input_ids.shape[1] + 12  # no early eos: fixed shapes stay fixed
+    new = tok.decode(out[0, batch.input_ids.shape[1]:], skip_special_tokens=True)
+    words = _words(new)[1 if new[:1].isalpha() else 0:-1]  # the ends may be cut mid-word
+    vocabulary = set(_words(train_tiny.training_text()))
+    assert len(words) >= 3, new
+    assert sum(w in vocabulary for w in words) >= 0.8 * len(words), new
+    assert len(set(new.replace(" ", ""))) >= 5, new  # not one character over and over
+
+
 def test_built_model_is_reused_not_rebuilt(tiny_model_path, monkeypatch):
     def refuse(folder):
         raise AssertionError("tiny_model rebuilt a complete model")
@@ -88,15 +139,21 @@ def test_built_model_is_reused_not_rebuilt(tiny_model_path, monkeypatch):
     assert nk.tiny_model() == tiny_model_path
 
 
-@pytest.mark.parametrize("damage", ["missing weights", "old recipe"])
+@pytest.mark.parametrize("damage", ["missing weights", "old recipe", "random weights"])
 def test_incomplete_or_stale_build_is_replaced(tmp_path, damage):
     path = nk.tiny_model(tmp_path)
     if damage == "missing weights":
         (path / "model.safetensors").unlink()
-    else:
+    elif damage == "old recipe":
         (path / models.STAMP_FILE).write_text(json.dumps({"recipe": -1}))
+    else:  # what neuronkit before the trained model left in a user's cache
+        corpus = "\n\n".join(train_tiny.corpus()).encode()
+        stamp = {"recipe": 1, "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16]}
+        (path / models.STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n")
+        (path / "model.safetensors").write_bytes(b"random weights")
     assert nk.tiny_model(tmp_path) == path
-    assert (path / "model.safetensors").is_file()
+    assert (path / "model.safetensors").read_bytes() == \
+        SHIPPED.joinpath("model.safetensors").read_bytes()
     assert models._is_built(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-qwen3", "tiny-qwen3.lock"]
 
