@@ -11,6 +11,8 @@ Trainer with tensor parallelism (``DistributedConfig(tp_size=N)``) only runs whe
 supports it: FSDP2 or multi-accelerator runs (Neuron, CUDA). On CPU accelerate refuses it; use
 :func:`check_trainer_parallelism` before building the Trainer to get the explanation and the
 workaround (a plain training loop here; Trainer on Neuron).
+
+The groups of ranks of a tensor-parallel x FSDP layout, and what each compiled: ``rank_groups.py``.
 """
 from __future__ import annotations
 
@@ -161,15 +163,20 @@ def check_trainer_parallelism(model: Any, device: str | None = None) -> None:
         param = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
         device = getattr(getattr(param, "device", None), "type", None) or "cpu"
     kind = str(device).partition(":")[0]
+    fsdp = getattr(model, "fsdp_size", None)
+    sizes = f"tp_size={tp}" + (f", fsdp_size={fsdp}" if isinstance(fsdp, int) and fsdp > 1 else "")
+    also = (" (the model's own FSDP sharding does not change that: on CPU accelerate's "
+            "distributed type stays MULTI_CPU)" if "fsdp" in sizes else "")
     if kind == "cpu":
         raise TrainerParallelismError(
-            f"this model is tensor parallel (tp_size={tp}) on CPU, and Trainer cannot train that: "
+            f"this model is tensor parallel ({sizes}) on CPU, and Trainer cannot train that: "
             "accelerate accepts a tensor-parallel model only with FSDP2 or on several accelerators "
             "(Neuron, CUDA), and would fail in Trainer(...) with 'ParallelismConfig is only "
-            "compatible DistributedType.FSDP ... but got DistributedType.MULTI_CPU'. Here, train "
-            "it with a plain loop (create the optimizer, then forward/backward/step; see "
-            "`python -m neuronkit.examples.distributed_training --mode tp`), or use "
-            "DistributedConfig(fsdp_size=N) with Trainer. On Neuron the same Trainer script works.")
+            f"compatible DistributedType.FSDP ... but got DistributedType.MULTI_CPU'{also}. Here, "
+            "train it with a plain loop (create the optimizer, then forward/backward/step; see "
+            "`python -m neuronkit.examples.distributed_training --tp-size N [--fsdp-size M]`), "
+            "or use DistributedConfig(fsdp_size=N) with Trainer. On Neuron the same Trainer "
+            "script works.")
 
 
 # -- launching torchrun ------------------------------------------------------------------------

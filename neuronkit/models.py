@@ -40,7 +40,8 @@ DTYPES = ("bfloat16", "float32", "float16", "auto")
 
 __all__ = ["load_model", "load_tokenizer", "check_placement", "tiny_model", "neuronkit_home",
            "pad_token_id", "PlacementReport", "ModelNotFoundError", "CorruptWeightsError",
-           "DeviceMapWarning", "PlacementWarning", "PadTokenWarning"]
+           "DeviceMapWarning", "PlacementWarning", "PadTokenWarning", "quiet_progress",
+           "EOS", "PAD"]
 
 
 class DeviceMapWarning(UserWarning):
@@ -75,7 +76,7 @@ def pad_token_id(tokenizer: Any, *, warn: bool = False) -> int:
 # --------------------------------------------------------------------------- the tiny model
 
 @contextlib.contextmanager
-def _quiet_progress(quiet: bool = True):
+def quiet_progress(quiet: bool = True):
     """Hide transformers' progress bars (a bar for a sub-second load is noise on stderr)."""
     from transformers.utils import logging as hf_logging
 
@@ -414,7 +415,7 @@ def load_model(name_or_path: str | os.PathLike | None = None, device: str | None
         raise ModelNotFoundError(f"cannot load model {source!r}: the folder exists but has no "
                                  "config.json. Fix: pass the folder model.save_pretrained() wrote")
     try:
-        with _quiet_progress(_small_local(source)):
+        with quiet_progress(_small_local(source)):
             model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kw)
     except OSError as exc:
         raise _not_found("model", source, exc) from exc

@@ -244,6 +244,166 @@ def test_audit_bad_input():
         nk.audit_shapes([1, 2])
 
 
+# ---- tokenized examples: padding="max_length" or not ---------------------------------------
+
+TEXTS = ["Trainium compiles a graph.", "Short batches.",
+         "Every new input shape is a new graph to compile.",
+         "A batch padded to its own longest sentence has its own length, and so its own shape."]
+
+
+def ragged(tok) -> list[dict]:
+    """The texts tokenized the usual way, tokenizer(texts): one length per text."""
+    return [{"input_ids": ids} for ids in tok(TEXTS)["input_ids"]]
+
+
+def padded_to(n: int) -> int:
+    return -(-n // 8) * 8
+
+
+def test_audit_unpadded_examples_names_the_lengths_and_the_tokenizer_fix(tok):
+    data = ragged(tok)
+    lengths = [len(e["input_ids"]) for e in data]
+    assert len(set(lengths)) == 4
+    audit = nk.audit_shapes(data)
+    assert audit.examples and audit.batches == 4 and audit.predicted_graphs == 4
+    assert audit.varying_dims == {"input_ids": [0]}
+    [finding] = audit.findings
+    n = padded_to(max(lengths))
+    assert f"4 different lengths, {min(lengths)} to {max(lengths)} tokens" in finding
+    assert 'tokenized without padding="max_length"' in finding
+    assert (f'tokenizer(texts, padding="max_length", max_length={n}, truncation=True) '
+            f"({n}: the longest example seen, {max(lengths)} tokens") in finding
+    assert f"nk.FixedLengthCollator(tokenizer, max_length={n})" in finding
+    text = str(audit)
+    assert "4 tokenized examples (not batches)" in text and "up to 4 graph(s)" in text
+    assert f"! {finding}" in text
+
+
+def test_audit_examples_tokenized_with_max_length_padding_are_fine(tok):
+    enc = tok(TEXTS, padding="max_length", max_length=48, truncation=True)
+    data = [{"input_ids": ids, "attention_mask": m}
+            for ids, m in zip(enc["input_ids"], enc["attention_mask"], strict=True)]
+    audit = nk.audit_shapes(data)
+    assert audit.examples and audit.findings == [] and audit.predicted_graphs == 1
+    assert audit.shapes == {"input_ids": [(48,)], "attention_mask": [(48,)]}
+    assert "all one shape -> 1 graph" in str(audit) and "!" not in str(audit)
+    # 1-D tensors per example (a dataset with set_format("torch")) read the same way
+    assert nk.audit_shapes([{"input_ids": torch.tensor(e["input_ids"])} for e in data]).findings == []
+
+
+def _collators(tok):
+    from transformers import DataCollatorForLanguageModeling, DataCollatorWithPadding
+
+    return {"lm": DataCollatorForLanguageModeling(tok, mlm=False),
+            "with_padding": DataCollatorWithPadding(tok),
+            "with_padding_max_length": DataCollatorWithPadding(tok, padding="max_length",
+                                                               max_length=48),
+            "fixed": nk.FixedLengthCollator(tok, max_length=48),
+            "buckets": nk.FixedLengthCollator(tok, buckets=[16, 64])}
+
+
+@pytest.mark.parametrize("name, finds", [("lm", True), ("with_padding", True),
+                                         ("with_padding_max_length", False), ("fixed", False),
+                                         ("buckets", False)])
+def test_audit_dataloader_over_unpadded_examples_blames_only_a_pad_to_longest_collator(
+        tok, name, finds):
+    from torch.utils.data import DataLoader
+
+    data = ragged(tok)
+    lengths = [len(e["input_ids"]) for e in data]
+    loader = DataLoader(data, batch_size=2, collate_fn=_collators(tok)[name])
+    audit = nk.audit_shapes(loader)
+    assert not audit.examples
+    if finds:
+        [finding] = audit.findings
+        assert audit.predicted_graphs == 2
+        assert finding.startswith("input_ids: the sequence length (dim 1) changes between batches")
+        assert f"examples have 4 different lengths, {min(lengths)} to {max(lengths)}" in finding
+        assert f'padding="max_length", max_length={padded_to(max(lengths))}' in finding
+    else:
+        assert audit.findings == []
+        assert audit.predicted_graphs == (2 if name == "buckets" else 1)
+
+
+def test_audit_batches_without_their_dataset_still_get_the_padding_fix():
+    batches = [{"input_ids": torch.zeros(2, n, dtype=torch.long)} for n in (10, 30, 10)]
+    [finding] = nk.audit_shapes(batches).findings
+    assert "(2 lengths, 10 to 30): one graph each" in finding
+    assert 'padding="max_length", max_length=32' in finding
+
+
+def test_audit_short_last_batch_is_a_finding():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    audit = nk.audit_shapes(DataLoader(TensorDataset(torch.zeros(10, 7)), batch_size=4))
+    assert audit.findings == ["batch size: the last batch holds 2 example(s), the others 4: one "
+                              "more graph. Drop it: dataloader_drop_last=True (Trainer) or "
+                              "DataLoader(..., drop_last=True)."]
+    assert nk.audit_shapes([_batch(2, 8), _batch(3, 8)]).findings == []  # a bigger last batch
+
+
+def test_audit_mixing_examples_and_batches_is_an_error():
+    with pytest.raises(TypeError, match="mix of tokenized examples"):
+        nk.audit_shapes([{"input_ids": [1, 2]}, {"input_ids": torch.zeros(2, 3)}])
+
+
+class ColumnDataset:
+    """What check and audit read of a datasets.Dataset: column_names, a slice as columns, rows."""
+
+    def __init__(self, rows):
+        self.rows, self.column_names, self.rows_read = rows, list(rows[0]), 0
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return {c: [r[c] for r in self.rows[i]] for c in self.column_names}
+        self.rows_read += 1
+        return self.rows[i]
+
+
+def test_example_lengths_of_lists_column_datasets_and_non_examples(tok):
+    from neuronkit.shapes import example_lengths
+
+    data = ragged(tok)
+    lengths = [len(e["input_ids"]) for e in data]
+    assert example_lengths(data) == lengths
+    columns = ColumnDataset(data)
+    assert example_lengths(columns) == lengths and columns.rows_read == 0   # one slice, no rows
+    assert example_lengths(data, limit=2) == lengths[:2]
+    assert example_lengths(ColumnDataset([{"text": "a"}])) is None
+    for other in (list(range(5)), TEXTS, [{"text": "a"}], None, iter(data)):
+        assert example_lengths(other) is None
+
+
+def test_audit_and_lengths_of_a_datasets_dataset(tok):
+    datasets = pytest.importorskip("datasets")
+    from neuronkit.shapes import example_lengths
+
+    data = datasets.Dataset.from_dict({"text": TEXTS}).map(lambda b: tok(b["text"]), batched=True)
+    lengths = [len(ids) for ids in tok(TEXTS)["input_ids"]]
+    assert example_lengths(data) == lengths
+    assert "4 different lengths" in nk.audit_shapes(data).findings[0]
+    padded = datasets.Dataset.from_dict({"text": TEXTS}).map(
+        lambda b: tok(b["text"], padding="max_length", max_length=48, truncation=True),
+        batched=True)
+    assert nk.audit_shapes(padded).findings == [] and set(example_lengths(padded)) == {48}
+
+
+def test_suggested_max_length_rounds_up_or_stops_at_model_max_length():
+    from types import SimpleNamespace
+
+    from neuronkit.shapes import suggest_max_length
+
+    assert suggest_max_length(45) == (48, "the longest example seen, 45 tokens, rounded up to a "
+                                          "multiple of 8")
+    assert suggest_max_length(48)[0] == 48 and suggest_max_length(3)[0] == 8
+    n, why = suggest_max_length(45, SimpleNamespace(model_max_length=40))
+    assert n == 40 and "model_max_length" in why and "45 tokens" in why
+    assert suggest_max_length(45, SimpleNamespace(model_max_length=int(1e30)))[0] == 48
+
+
 @pytest.mark.slow
 def test_audit_predicts_real_dynamic_false_compiles():
     """The predicted graph count equals what torch.compile(dynamic=False) really builds."""

@@ -111,6 +111,146 @@ def test_check_static_shapes_names_the_partial_batch(tmp_path):
     assert check_static_shapes(strict, list(range(7))) == []
 
 
+# ---- check_static_shapes: examples tokenized without padding="max_length" ------------------
+
+TEXTS = ["Trainium compiles a graph.", "Short batches.",
+         "Every new input shape is a new graph to compile.",
+         "A batch padded to its own longest sentence has its own length, and so its own shape."]
+
+
+@pytest.fixture
+def strict_args(tmp_path):
+    return fixed_shape_args(str(tmp_path), per_device_train_batch_size=2, quiet=True)
+
+
+def ragged(tok) -> list[dict]:
+    return [{"input_ids": ids} for ids in tok(TEXTS)["input_ids"]]
+
+
+def lengths_of(data) -> tuple[int, int, int]:
+    """(shortest, longest, the max_length the fix names: the longest rounded up to 8)."""
+    lengths = [len(e["input_ids"]) for e in data]
+    return min(lengths), max(lengths), -(-max(lengths) // 8) * 8
+
+
+def collators(tok) -> dict:
+    from transformers import DataCollatorWithPadding, default_data_collator
+
+    return {"lm": DataCollatorForLanguageModeling(tok, mlm=False),
+            "with_padding": DataCollatorWithPadding(tok),
+            "default": default_data_collator,
+            "short_fixed": FixedLengthCollator(tok, max_length=16),
+            "with_padding_max_length": DataCollatorWithPadding(tok, padding="max_length",
+                                                               max_length=48),
+            "fixed": FixedLengthCollator(tok, max_length=48),
+            "buckets": FixedLengthCollator(tok, buckets=[16, 64])}
+
+
+@pytest.mark.parametrize("name, says", [
+    ("lm", "the data collator (DataCollatorForLanguageModeling) pads each batch to its own longest"),
+    ("with_padding", "the data collator (DataCollatorWithPadding) pads each batch to its own"),
+    ("default", "the data collator (default_data_collator) fails on a batch of the shortest and "
+                "the longest: ValueError"),
+    ("short_fixed", "(FixedLengthCollator) fails on a batch of the shortest and the longest: "
+                    "ValueError: example 0 has"),
+])
+def test_check_static_shapes_finds_unpadded_examples_and_a_pad_to_longest_collator(
+        strict_args, tok, name, says):
+    data = ragged(tok)
+    short, long, n = lengths_of(data)
+    with pytest.warns(StaticShapeWarning, match="train: input_ids: the examples have 4 different"):
+        [found] = check_static_shapes(strict_args, data, data_collator=collators(tok)[name])
+    assert found.startswith(f"train: input_ids: the examples have 4 different lengths, {short} to "
+                            f"{long} tokens")
+    assert says in found
+    assert (f'Fix: tokenize with tokenizer(texts, padding="max_length", max_length={n}, '
+            f"truncation=True) ({n}: the longest example seen, {long} tokens, rounded up to a "
+            f"multiple of 8), or keep the examples and collate with "
+            f"nk.FixedLengthCollator(tokenizer, max_length={n}).") in found
+    if name in ("lm", "with_padding"):
+        assert f"batches of {short} or {long} tokens" in found
+
+
+@pytest.mark.parametrize("name", ["with_padding_max_length", "fixed", "buckets"])
+def test_check_static_shapes_accepts_a_collator_that_pads_to_fixed_lengths(strict_args, tok, name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StaticShapeWarning)
+        assert check_static_shapes(strict_args, ragged(tok), data_collator=collators(tok)[name]) == []
+
+
+def test_check_static_shapes_accepts_examples_tokenized_to_max_length(strict_args, tok):
+    enc = tok(TEXTS, padding="max_length", max_length=48, truncation=True)
+    data = [{"input_ids": ids} for ids in enc["input_ids"]]
+    lm = collators(tok)["lm"]
+    assert check_static_shapes(strict_args, data, data_collator=lm, warn=False) == []
+    assert check_static_shapes(strict_args, data, warn=False) == []
+    # and the same texts unpadded, with no collator to check: a finding that says so
+    [found] = check_static_shapes(strict_args, ragged(tok), warn=False)
+    assert 'tokenized without padding="max_length"' in found
+    assert "No data_collator was given to check" in found
+
+
+def test_check_static_shapes_reads_eval_and_column_datasets_and_the_partial_batch(tmp_path, tok):
+    class Columns:
+        """A datasets.Dataset as check_static_shapes reads it: column_names, slices, rows."""
+
+        def __init__(self, rows):
+            self.rows, self.column_names = rows, ["input_ids"]
+
+        def __len__(self):
+            return len(self.rows)
+
+        def __getitem__(self, i):
+            if isinstance(i, slice):
+                return {"input_ids": [r["input_ids"] for r in self.rows[i]]}
+            return self.rows[i]
+
+    with pytest.warns(StaticShapeWarning):
+        args = fixed_shape_args(str(tmp_path), dataloader_drop_last=False,
+                                per_device_train_batch_size=2, quiet=True)
+    data = ragged(tok) + ragged(tok)[:1]                        # 5 examples, batches of 2
+    found = check_static_shapes(args, data, Columns(ragged(tok)), warn=False,
+                                data_collator=collators(tok)["lm"])
+    assert [f.split(":")[0] for f in found] == ["train", "train", "eval"]
+    assert "leaves a last batch of 1" in found[0]
+    assert "pads each batch to its own longest" in found[1] and found[2].endswith(found[1][7:])
+
+
+def test_check_static_shapes_with_a_datasets_dataset(strict_args, tok):
+    datasets = pytest.importorskip("datasets")
+    data = datasets.Dataset.from_dict({"text": TEXTS}).map(
+        lambda b: tok(b["text"]), batched=True, remove_columns=["text"])
+    lm = collators(tok)["lm"]
+    assert "4 different lengths" in check_static_shapes(strict_args, data, data_collator=lm,
+                                                        warn=False)[0]
+    padded = datasets.Dataset.from_dict({"text": TEXTS}).map(
+        lambda b: tok(b["text"], padding="max_length", max_length=48, truncation=True),
+        batched=True, remove_columns=["text"])
+    assert check_static_shapes(strict_args, padded, data_collator=lm, warn=False) == []
+
+
+def test_check_static_shapes_leaves_the_rng_and_the_examples_as_they_were(strict_args, tok):
+    """Probing the collator draws no random number training would have drawn, mutates nothing."""
+    import random
+
+    inner = collators(tok)["lm"]
+
+    def noisy(examples):
+        torch.rand(3), random.random()                 # a collator that draws random numbers
+        for e in examples:
+            e["input_ids"].append(0)                   # and changes its examples in place
+        return inner(examples)
+
+    data = ragged(tok)
+    before = [list(e["input_ids"]) for e in data]
+    torch.manual_seed(0), random.seed(0)
+    expected = torch.rand(2), random.random()
+    torch.manual_seed(0), random.seed(0)
+    assert check_static_shapes(strict_args, data, data_collator=noisy, warn=False)
+    assert torch.equal(torch.rand(2), expected[0]) and random.random() == expected[1]
+    assert [e["input_ids"] for e in data] == before
+
+
 # ---- FixedLengthCollator ---------------------------------------------------------------------
 
 def test_collator_pads_right_to_max_length_with_labels_masked(tok):
@@ -276,11 +416,15 @@ def test_dynamic_padding_one_graph_per_distinct_length_as_audited(tmp_path, tiny
                                                                    compiler_reset):
     data = [{"input_ids": tok(words(n))["input_ids"]} for n in (10, 13, 12, 11, 8, 11)]
     callback = CompileEventsCallback(quiet=True)
-    with pytest.warns(RecompileWarning, match=r"step 2: forward compiled a new graph.*dim 1") as w:
+    unpadded = (r"the data collator \(DataCollatorForLanguageModeling\) pads each batch to its "
+                r'own longest.*padding="max_length", max_length=')
+    with pytest.warns(StaticShapeWarning, match=unpadded), \
+            pytest.warns(RecompileWarning, match=r"step 2: forward compiled a new graph.*dim 1") as w:
         trainer, audit = train(tmp_path, tiny_model_path, data,
                                DataCollatorForLanguageModeling(tok, mlm=False), callback)
     assert len([x for x in w if x.category is RecompileWarning]) == 1          # warned once
     assert audit.predicted_graphs == 3 and audit.varying_dims["input_ids"] == [1]
+    assert 'tokenized without padding="max_length"' in audit.findings[0]
     assert graphs(callback) == audit.predicted_graphs
     assert [e.context for e in callback.events] == ["step 1", "step 2", "step 3"]
     assert trainer.state.log_history[-1]["compile_graphs"] == 3
@@ -313,10 +457,12 @@ def test_fixed_length_one_graph_as_audited_with_a_shared_recorder(tmp_path, tiny
         callback = CompileEventsCallback(rec)
         with warnings.catch_warnings():
             warnings.simplefilter("error", RecompileWarning)
+            warnings.simplefilter("error", StaticShapeWarning)    # ragged, but padded: no finding
             trainer, audit = train(tmp_path, tiny_model_path, data,
                                    FixedLengthCollator(tok, max_length=32), callback)
         assert rec.active                                    # the caller's recorder stays on
     assert audit.predicted_graphs == 1 and audit.shapes["input_ids"] == [(2, 32)]
+    assert audit.findings == []
     assert graphs(callback) == 1 and len(rec.events) == 1
     assert rec.events[0].context == "step 1" and callback.events == rec.events
     assert trainer.state.log_history[-1]["compile_graphs"] == 1

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..models import EOS, PAD, _quiet_progress
+from ..models import EOS, PAD, quiet_progress
 from .text import SWEEP_TEXT, TRAINING_TEXT, WORDS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,7 +163,7 @@ def save(model: Qwen3ForCausalLM, tokenizer: Any, out: Path, info: dict[str, Any
     model.generation_config = GenerationConfig(do_sample=False, pad_token_id=pad_id,
                                                eos_token_id=eos_id, bos_token_id=eos_id)
     out.mkdir(parents=True, exist_ok=True)
-    with _quiet_progress():
+    with quiet_progress():
         model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
