@@ -51,7 +51,7 @@ def dashboard_notebook(folder: Path, model_path: Path) -> Path:
         "    return gm.forward",
         "from neuronkit.widget import RecompileDashboard\n"
         f"dash = RecompileDashboard({str(model_path)!r}, device='cpu', dtype='float32',\n"
-        f"                          backend={SLOW_BACKEND!r}, max_new_tokens=3)\n"
+        f"                          backend={SLOW_BACKEND!r}, max_new_tokens=8)\n"
         "dash",
     ])
 
