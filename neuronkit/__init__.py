@@ -19,7 +19,8 @@ _EXPORTS: dict[str, str] = {
     "DeviceMapWarning": "models", "PlacementWarning": "models", "ModelNotFoundError": "models",
     "load_model": "models", "load_tokenizer": "models", "check_placement": "models",
     "tiny_model": "models", "PlacementReport": "models",
-    "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shapes", "ShapeAudit": "shapes",
+    "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shape_audit",
+    "ShapeAudit": "shape_audit",
     "generate": "generation", "GenerationResult": "generation", "pipeline": "pipelines",
     "BatchProgress": "progress",
     "RecompileLimitWarning": "recompile_limit", "UnboundedCacheError": "static_cache",
@@ -54,7 +55,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .progress import BatchProgress
     from .recompile_limit import RecompileLimitWarning
     from .recorder import CompileRecorder
-    from .shapes import Buckets, ShapeAudit, audit_shapes, plan_buckets
+    from .shape_audit import ShapeAudit, audit_shapes
+    from .shapes import Buckets, plan_buckets
     from .sources.kernel_forecast import forecast_kernels
     from .static_cache import UnboundedCacheError
     from .collate import FixedLengthCollator

@@ -28,8 +28,8 @@ from ._torch_text import changed_dim
 from .device import detect
 from .events import GRAPH_KINDS, CompileLog, compile_seconds, graphs
 from .recorder import CompileRecorder, default_rank
-from .shapes import (batch_signature, describe_lengths, example_lengths, padding_fix,
-                     pads_to_buckets, unpadded_examples_message)
+from .shape_audit import (batch_signature, describe_lengths, example_lengths, padding_fix,
+                          pads_to_buckets, unpadded_examples_message)
 
 __all__ = ["CompileEventsCallback", "RecompileWarning",
            "StaticShapeWarning", "check_static_shapes", "compiles_dynamic", "fixed_shape_args",
