@@ -15,7 +15,7 @@ import textwrap
 from collections import defaultdict
 from operator import attrgetter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 from .advice_breaks import failure_findings, graph_break_findings, is_graph_break, on_ranks
 from .advice_neuron import kernel_findings, neff_findings
@@ -25,6 +25,10 @@ from ._gc import paused_gc
 from ._torch_text import first_guard, short_reason
 from .events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels, neff_seconds,
                      of_kind, shape_key)
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .rank_groups import RankGroup
 
 __all__ = ["Advice", "SEVERITIES", "Severity", "bucket_multiple", "diagnose", "is_graph_break"]
 
@@ -392,22 +396,34 @@ FunctionMemo = dict[str, tuple[tuple[object, ...], CompileEvent, CompileEvent, l
 
 
 def diagnose(log: CompileLog | Iterable[CompileEvent], *, multiple_of: int | None = None,
-             memo: FunctionMemo | None = None) -> list[Advice]:
+             memo: FunctionMemo | None = None,
+             rank_groups: Sequence[RankGroup] | None = None) -> list[Advice]:
     """Findings for a compile log (or a list of events), most severe first. Suggested buckets
     are multiples of ``multiple_of``: by default :func:`bucket_multiple` (64 on Neuron, 16
     elsewhere); pass 1 for the exact lengths seen.
 
     ``memo``: a dict kept by the caller between calls on one growing log (the dashboard's). A
     function whose events are the same as last time (count, first and last event, ranks) keeps
-    its findings instead of being analysed again: a new event costs only its function's work."""
+    its findings instead of being analysed again: a new event costs only its function's work.
+
+    ``rank_groups``: the rank groups of a merged log's layout (``rank_groups(tp_size, fsdp_size)``):
+    a finding then says what each group's ranks compiled, a warning where they differ."""
     events = as_events(log)
     if not events:
         return [Advice("no compile events", "Nothing was compiled while recording: either no "
                        "torch.compile work ran, or every shape was already compiled.",
                        "", "info", {"events": 0})]
     with paused_gc():  # many containers, no cycles: see _gc.py
-        return _diagnose(events, multiple_of, getattr(log, "wall_time_s", None),
-                         {} if memo is None else memo)
+        found = _diagnose(events, multiple_of, getattr(log, "wall_time_s", None),
+                          {} if memo is None else memo)
+    if rank_groups:
+        from .rank_groups import group_findings
+
+        merged = log if isinstance(log, CompileLog) else CompileLog(events)
+        head = found[:-1] + group_findings(merged, rank_groups)  # the timing finding stays last
+        head.sort(key=lambda a: SEVERITIES.index(a.severity))
+        found = head + found[-1:]
+    return found
 
 
 def _function_findings(function: str, evs: list[CompileEvent], multiple: int, ranks: list[int],

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from .events import GRAPH_KINDS, CompileLog, function_labels
 
 __all__ = ["RankGroup", "rank_groups", "mesh_rank_groups", "fsdp_shard", "GroupCompiles",
-           "group_compiles", "format_group_compiles"]
+           "group_compiles", "format_group_compiles", "group_findings"]
 
 
 Axis = Literal["tp", "fsdp"]
@@ -200,3 +200,30 @@ def format_group_compiles(summary: Sequence[GroupCompiles], source: str = "") ->
     else:
         lines.append("  every group's ranks compiled the same graphs")
     return "\n".join(lines)
+
+
+def group_findings(log: CompileLog, groups: Sequence[RankGroup]) -> list[Any]:
+    """``diagnose(log, groups=...)``'s finding about the groups: a warning naming the groups
+    whose ranks compiled different graphs (and the functions that differ), else one line per
+    group saying what its ranks compiled."""
+    from .advice import Advice
+
+    summary = group_compiles(log, groups)
+    if not summary:
+        return []
+    numbers = {"groups": {g.group.label: dict(g.graphs) for g in summary},
+               "missing": {g.group.label: list(g.missing) for g in summary if g.missing}}
+    bad = [g for g in summary if not g.agree]
+    if not bad:
+        return [Advice("every rank group compiled the same graphs: "
+                       + ", ".join(f"{g.group.label} {_graphs(next(iter(g.graphs.values()), 0))} "
+                                   "each" for g in summary),
+                       "; ".join(g.line() for g in summary) + ".", "", "info", numbers)]
+    return [Advice(
+        "rank groups compiled different graphs: " + ", ".join(g.group.label for g in bad),
+        "; ".join(g.line() for g in bad) + ". The ranks of one group run the same code on "
+        "batches of one shape and meet at every collective, so a rank that compiles a graph the "
+        "others do not stalls its whole group (on Neuron, for minutes).",
+        "give every rank of a group the same shapes: the same padding or buckets "
+        "(padding='max_length'), the same per-device batch size, dataloader_drop_last=True; with "
+        "expert parallelism, a fixed expert capacity", "warning", numbers)]

@@ -158,3 +158,30 @@ def test_tp2_x_fsdp2_on_four_processes_compiles_the_same_per_rank_group(tmp_path
               if ln.startswith(f"[rank {r}] step 2 loss ")}
     assert losses[0] == losses[1] and losses[2] == losses[3] and losses[0] != losses[2]
     assert losses[0].endswith("(fsdp shard 0)") and losses[2].endswith("(fsdp shard 1)")
+
+
+def test_diagnose_with_rank_groups_says_what_each_group_compiled():
+    import neuronkit as nk
+
+    same = merged_of({r: ["forward", "layer"] for r in range(4)})
+    groups = rank_groups(2, 2, 4)
+    plain = nk.diagnose(same)
+    found = nk.diagnose(same, rank_groups=groups)
+    assert len(found) == len(plain) + 1 and found[-1].title == plain[-1].title  # timing last
+    [info] = [a for a in found if "rank group" in a.title]
+    assert info.severity == "info" and info.title.startswith("every rank group compiled the same")
+    assert "tp group [0, 1] (fsdp shard 0) 2 graphs each" in info.title
+    assert info.numbers["groups"]["fsdp group [1, 3] (tp rank 1)"] == {1: 2, 3: 2}
+
+    differ = merged_of({0: ["forward", "layer"], 1: ["forward", "layer"],
+                        2: ["forward", "layer"], 3: ["forward", "forward", "layer"]})
+    found = nk.diagnose(differ, rank_groups=groups)
+    [warning] = [a for a in found if "rank group" in a.title]
+    assert warning.severity == "warning" and found.index(warning) < len(found) - 1
+    assert warning.title == ("rank groups compiled different graphs: tp group [2, 3] (fsdp shard "
+                             "1), fsdp group [1, 3] (tp rank 1)")
+    assert "rank 2: 2 graphs, rank 3: 3 graphs" in warning.detail and "forward" in warning.detail
+    assert "same per-device batch size" in warning.fix
+    # the same events as a plain list: the groups are found the same way
+    as_list = nk.diagnose(list(differ.events), rank_groups=groups)
+    assert [a.title for a in as_list if "rank group" in a.title] == [warning.title]

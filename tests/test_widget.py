@@ -414,3 +414,14 @@ def test_load_starts_a_new_log_when_device_or_backend_changed(tiny_model_path):
     state.load()                                    # nothing changed: the log is kept
     assert state.recorder is same
     state.close()
+
+
+def test_shipped_sample_logs_carry_no_machine_paths():
+    """The samples travel with the repository: no folder of the machine that recorded them, and
+    contexts that match how they were run (no buckets: each batch's own length)."""
+    for sample in sorted(SAMPLE_LOG.parent.glob("*.jsonl")):
+        text = sample.read_text()
+        for prefix in ("/work", "/tmp", "/home", "/root", "/usr", "site-packages"):
+            assert prefix not in text, (sample.name, prefix)
+        log = CompileLog.load(sample)
+        assert all(": bucket " not in e.context for e in log.events), sample.name
