@@ -240,17 +240,3 @@ def test_fsdp_trainer_run_writes_two_rank_logs_that_merge(tmp_path, tiny_model_p
         assert any(e.function == "forward" and e.kind == "first" for e in own)
         assert nk.CompileLog.load(result.log_paths[r]).header["rank"] == r
     assert any("graph(s) compiled during training" in ln for ln in result.lines)
-
-
-@pytest.mark.slow
-def test_tp_plain_loop_runs_and_says_why_not_trainer(tmp_path, tiny_model_path):
-    result = launch("neuronkit.examples.distributed_training", 2,
-                    ["--mode", "tp", "--steps", "2", "--model", str(tiny_model_path)],
-                    timeout_s=240, on_line=None, log_dir=tmp_path / "logs")
-    merged = merge_logs(result.log_paths)
-    assert merged.header["ranks"] == [0, 1] and {e.rank for e in merged.events} == {0, 1}
-    losses = {ln.split("] ", 1)[1] for ln in result.lines if "] step 2 loss" in ln}
-    assert len(losses) == 1                                   # both TP ranks computed one loss
-    why = [ln for ln in result.lines if ln.startswith("[rank 0] Trainer not used:")]
-    assert len(why) == 1 and "tp_size=2" in why[0] and "MULTI_CPU" in why[0]
-    assert "plain loop" in why[0]

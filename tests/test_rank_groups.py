@@ -146,6 +146,9 @@ def test_tp2_x_fsdp2_on_four_processes_compiles_the_same_per_rank_group(tmp_path
     assert "[rank 0] device: cpu | process group: gloo | torch.compile backend: eager" in out
     assert "tp_size 2 x fsdp_size 2 | plain training loop" in out
     assert "on CPU, not Trainium:" in out and "device: neuron" not in out
+    why = [ln for ln in result.lines if ln.startswith("[rank 0] Trainer not used:")]
+    assert len(why) == 1 and "tp_size=2, fsdp_size=2" in why[0] and "MULTI_CPU" in why[0]
+    assert "plain loop" in why[0]  # (the TP path of --mode tp is this one, on two ranks)
     assert "transformers' device mesh ('pp', 'fsdp', 'tp'), same as the documented layout" in out
     n = graphs[0]
     for label in ("tp group [0, 1] (fsdp shard 0)", "tp group [2, 3] (fsdp shard 1)",
