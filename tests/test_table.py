@@ -4,10 +4,10 @@ from __future__ import annotations
 import csv
 import io
 import re
-from html.parser import HTMLParser
 from types import SimpleNamespace
 
 import pytest
+from _html import parse
 
 from neuronkit.advice import Advice
 from neuronkit.events import KINDS, CompileEvent, CompileLog
@@ -348,26 +348,6 @@ def test_advice_markdown_most_severe_first_and_escaped():
 
 # --------------------------------------------------------------------------- HTML
 
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def parsed(html: str) -> _Tags:
-    tags = _Tags()
-    tags.feed(html)
-    tags.close()
-    return tags
-
-
 def test_page_html_escapes_hostile_values_and_keeps_fixed_classes():
     events = synthetic(4) + [
         CompileEvent(seq=4, function=IMG, location=IMG, kind="<b>evil</b>",  # type: ignore[arg-type]
@@ -378,9 +358,10 @@ def test_page_html_escapes_hostile_values_and_keeps_fixed_classes():
     html = table_page_html(table)
     low = html.lower()
     assert "<img" not in low and "<script" not in low and "`" not in html
-    tags = parsed(html)
+    tags = parse(html)
+    elements = [(tag, dict(attrs)) for tag, attrs in tags.tags]
     row_classes = set(KIND_CLASSES.values()) | {UNKNOWN_CLASS}
-    for tag, attrs in tags.tags:
+    for tag, attrs in elements:
         assert tag in {"div", "table", "thead", "tbody", "tr", "th", "td"}, tag
         assert set(attrs) <= {"class", "title", "data-sort"}, attrs
         for token in (attrs.get("class") or "").split():
@@ -389,12 +370,12 @@ def test_page_html_escapes_hostile_values_and_keeps_fixed_classes():
             assert attrs["data-sort"] in SORT_COLUMNS
         if tag == "tr" and "class" in attrs:
             assert attrs["class"] in row_classes
-    rows = [attrs["class"] for tag, attrs in tags.tags if tag == "tr" and "class" in attrs]
+    rows = [attrs["class"] for tag, attrs in elements if tag == "tr" and "class" in attrs]
     assert rows[:2] == [UNKNOWN_CLASS, UNKNOWN_CLASS] and rows[2] == KIND_CLASSES[KINDS[3]]
     text = "".join(tags.text)
     assert IMG in text and "<b>evil</b>" in text and '"><script>alert(1)</script>' in text
     assert "neff_cache" in table.columns and "rank" in table.columns
-    titles = [attrs.get("title") for _, attrs in tags.tags if attrs.get("title")]
+    titles = [attrs.get("title") for _, attrs in elements if attrs.get("title")]
     assert "`x` " + IMG in titles
 
 

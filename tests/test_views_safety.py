@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 
 import ipywidgets as w
 import pytest
+from _html import Tags, parse
 
 from neuronkit.advice import Advice
 from neuronkit.events import KINDS, CompileEvent, CompileLog
@@ -53,31 +53,7 @@ CLASS_TOKEN = re.compile(r"^nk-[a-z0-9-]+$")
 FORBIDDEN_CHARS = ("\x1b", "\x9b", "\x00", "\u202e", "\u202c", "\u2066", "\u2069", "\r")
 
 
-class _Tags(HTMLParser):
-    """Every start tag and attribute an HTML string holds, as a browser tokenizer sees it."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, attrs))
-
-    handle_startendtag = handle_starttag
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def parse(html: str) -> _Tags:
-    parser = _Tags()
-    parser.feed(html)
-    parser.close()
-    return parser
-
-
-def assert_inert(html: str) -> _Tags:
+def assert_inert(html: str) -> Tags:
     """No tag, attribute or class the view did not write; no raw payload; no control chars."""
     low = html.lower()
     for raw in ("<img", "<script", "<svg", "<iframe", "`"):
