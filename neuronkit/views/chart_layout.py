@@ -7,7 +7,7 @@ legend costs as much as drawing it, so a fit is remembered for the same labels a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Callable, Sequence, TypeVar, cast
 
 from matplotlib import figure
 from matplotlib.artist import Artist
@@ -21,10 +21,11 @@ from matplotlib.text import Text
 from .safe import strip_control
 from ..events import short_label
 
-__all__ = ["KeyEntry", "LegendEntries", "fit_layout", "legend_label", "plain_label",
+__all__ = ["KeyEntry", "LegendEntries", "fit_layout", "heaviest", "legend_label", "plain_label",
            "KEY_COLOURS", "LABEL_CHARS", "LEGEND_FONT", "LIMIT_COLOUR", "MARK_GREY", "PALETTE",
            "TITLE_FONT"]
 
+T = TypeVar("T")
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94"]
 LIMIT_COLOUR = "#d62728"
@@ -70,6 +71,14 @@ def legend_label(label: str, width: int = LABEL_CHARS) -> str:
     return plain_label(text)
 
 
+def heaviest(items: Sequence[T], weight: Callable[[T], int], keep: int) -> list[T]:
+    """The ``keep`` heaviest of ``items``, in their order (all of them when they fit)."""
+    if keep >= len(items):
+        return list(items)
+    chosen = sorted(range(len(items)), key=lambda i: -weight(items[i]))[:keep]
+    return [items[i] for i in sorted(chosen)]
+
+
 @dataclass
 class LegendEntries:
     """A legend's entries: one per function (weight: its graphs), then the marks' entries.
@@ -79,10 +88,8 @@ class LegendEntries:
     marks: list[Artist]
 
     def handles(self, keep: int | None = None) -> list[Artist]:
-        shown = self.functions
-        if keep is not None and keep < len(shown):
-            heaviest = sorted(range(len(shown)), key=lambda i: -shown[i][1])[:keep]
-            shown = [shown[i] for i in sorted(heaviest)]
+        shown = self.functions if keep is None else heaviest(self.functions,
+                                                             lambda f: f[1], keep)
         handles = [handle for handle, _ in shown]
         if len(shown) < len(self.functions):
             handles.append(Line2D([], [], ls="", label=f"+ {len(self.functions) - len(shown)} more"))

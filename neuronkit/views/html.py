@@ -16,7 +16,7 @@ from pathlib import PurePath
 from typing import Any, Iterable
 
 from ..events import KINDS, CompileLog
-from .chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry
+from .chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry, heaviest
 from .safe import html_attr, html_text
 from .table import ARRIVAL, COLUMN_LABELS, TABLE_ROWS, EventTable
 
@@ -207,21 +207,18 @@ def chart_key_html(entries: Iterable[KeyEntry], most: int = KEY_FUNCTIONS) -> st
     most ``most`` functions (the heaviest, in their order; ``+ N more``); marks always."""
     entries = list(entries)
     functions = [e for e in entries if e.function]
-    marks = [e for e in entries if not e.function]
-    if len(functions) > most:
-        keep = set(sorted(range(len(functions)), key=lambda i: -functions[i].weight)[:most])
-        rest, functions = len(functions) - most, [f for i, f in enumerate(functions) if i in keep]
-    else:
-        rest = 0
-    rows = []
-    for e in functions + marks:
-        mark = KEY_MARKS.get((e.marker, e.filled), "●")
-        colour = _KEY_CLASSES.get(e.colour, _KEY_CLASSES[MARK_GREY])
-        rows.append(f'<div title="{html_attr(e.label)}"><span class="nk-key-mark {colour}">'
-                    f'{mark}</span>{html_text(e.label)}</div>')
-        if rest and e is functions[-1]:
-            rows.append(f'<div class="nk-muted">+ {rest} more</div>')
-    return "".join(rows)
+    shown = heaviest(functions, lambda e: e.weight, most)
+    rest = len(functions) - len(shown)
+    more = [f'<div class="nk-muted">+ {rest} more</div>'] if rest else []
+    return "".join([_key_row(e) for e in shown] + more
+                   + [_key_row(e) for e in entries if not e.function])
+
+
+def _key_row(e: KeyEntry) -> str:
+    mark = KEY_MARKS.get((e.marker, e.filled), "●")
+    colour = _KEY_CLASSES.get(e.colour, _KEY_CLASSES[MARK_GREY])
+    return (f'<div title="{html_attr(e.label)}"><span class="nk-key-mark {colour}">'
+            f'{mark}</span>{html_text(e.label)}</div>')
 
 
 def advice_html(advices: Iterable[Any]) -> str:
