@@ -185,8 +185,22 @@ def test_keep_run_is_a_snapshot(live):
     assert kept in live.run_names
 
 
-def test_stop_right_after_start_is_not_lost(live):
+def hold_generate_until_stop(monkeypatch):
+    """The worker's generate waits for Stop before it starts: Stop then lands before its first
+    batch however the threads are scheduled (a busy machine once let the worker in first)."""
+    from neuronkit.views import dashboard_state
+
+    real = dashboard_state.generate
+
+    def held(*args, stop, **kwargs):
+        assert stop.wait(60), "Stop never reached the worker"
+        return real(*args, stop=stop, **kwargs)
+    monkeypatch.setattr(dashboard_state, "generate", held)
+
+
+def test_stop_right_after_start_is_not_lost(live, monkeypatch):
     """Stop pressed before the worker thread got going still stops it (before any batch)."""
+    hold_generate_until_stop(monkeypatch)
     live.reset()
     live.sweep_count, live.padding = 4, "none"
     worker = live.start("sweep")
@@ -196,11 +210,12 @@ def test_stop_right_after_start_is_not_lost(live):
     assert not live.log.events and not live.busy and not live.stopping
 
 
-def test_a_generate_stopped_before_its_batch_keeps_the_last_summary(live):
+def test_a_generate_stopped_before_its_batch_keeps_the_last_summary(live, monkeypatch):
     live.reset()
     live.padding = "none"
     live.generate("the cat sat")
     summary, text = live.run_summary, live.generated_text
+    hold_generate_until_stop(monkeypatch)
     worker = live.start("generate")
     live.stop()
     worker.join(120)
