@@ -26,7 +26,7 @@ def run(name, collator, data, model_path, steps, batch, backend):
     from transformers import PrinterCallback, Trainer, TrainerCallback
 
     import neuronkit as nk
-    from neuronkit.training import CompileEventsCallback, fixed_shape_args
+    from neuronkit.workloads.training import CompileEventsCallback, fixed_shape_args
 
     class StepClock(TrainerCallback):
         def __init__(self):
@@ -80,7 +80,7 @@ def main() -> None:
     from transformers import DataCollatorForLanguageModeling
 
     import neuronkit as nk
-    from neuronkit.collate import FixedLengthCollator
+    from neuronkit.workloads.collate import FixedLengthCollator
 
     path = nk.tiny_model()
     tok = nk.load_tokenizer(path)

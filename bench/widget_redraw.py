@@ -28,7 +28,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from log_scale import build  # noqa: E402  (the same synthetic log as the log bench)
 
-from neuronkit.events import CompileEvent  # noqa: E402
+from neuronkit.events.event import CompileEvent  # noqa: E402
 from neuronkit.views.charts import dashboard_chart, png_bytes  # noqa: E402
 from neuronkit.views.html import chart_key_html, graph_counts_html  # noqa: E402
 from neuronkit.widget import RecompileDashboard  # noqa: E402

@@ -14,55 +14,55 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 _EXPORTS: dict[str, str] = {
-    "detect": "device", "resolve_device": "device", "DeviceReport": "device",
-    "NeuronNotFoundError": "device", "DeviceFallbackWarning": "device",
-    "DeviceMapWarning": "models", "PlacementWarning": "models", "ModelNotFoundError": "models",
-    "load_model": "models", "load_tokenizer": "models", "check_placement": "models",
-    "tiny_model": "models", "PlacementReport": "models",
-    "Buckets": "shapes", "plan_buckets": "shapes", "audit_shapes": "shape_audit",
-    "ShapeAudit": "shape_audit",
-    "generate": "generation", "GenerationResult": "generation", "pipeline": "pipelines",
-    "BatchProgress": "progress",
-    "RecompileLimitWarning": "recompile_limit", "UnboundedCacheError": "static_cache",
-    "fixed_shape_args": "training", "FixedLengthCollator": "collate",
-    "CompileEventsCallback": "training", "StaticShapeWarning": "training",
-    "RecompileWarning": "training",
-    "merge_logs": "distributed", "rank_log_path": "distributed", "launch": "distributed",
-    "CompileEvent": "events", "CompileLog": "events", "LogFormatError": "events",
-    "CompileRecorder": "recorder", "forecast_kernels": "sources.kernel_forecast",
-    "diagnose": "advice", "Advice": "advice",
-    "inspect_cache": "cache", "CacheReport": "cache",
-    "compile_budget": "budget", "CompileBudgetExceeded": "budget",
-    "warmup": "warm_up", "WarmupManifest": "warm_up",
-    "model_or_tiny": "hub", "ModelChoice": "hub",
+    "detect": "setup.device", "resolve_device": "setup.device", "DeviceReport": "setup.device",
+    "NeuronNotFoundError": "setup.device", "DeviceFallbackWarning": "setup.device",
+    "DeviceMapWarning": "setup.models", "PlacementWarning": "setup.models", "ModelNotFoundError": "setup.models",
+    "load_model": "setup.models", "load_tokenizer": "setup.models", "check_placement": "setup.models",
+    "tiny_model": "setup.models", "PlacementReport": "setup.models",
+    "Buckets": "workloads.shapes", "plan_buckets": "workloads.shapes", "audit_shapes": "workloads.shape_audit",
+    "ShapeAudit": "workloads.shape_audit",
+    "generate": "workloads.generation", "GenerationResult": "workloads.generation", "pipeline": "setup.pipelines",
+    "BatchProgress": "workloads.progress",
+    "RecompileLimitWarning": "workloads.recompile_limit", "UnboundedCacheError": "workloads.static_cache",
+    "fixed_shape_args": "workloads.training", "FixedLengthCollator": "workloads.collate",
+    "CompileEventsCallback": "workloads.training", "StaticShapeWarning": "workloads.training",
+    "RecompileWarning": "workloads.training",
+    "merge_logs": "workloads.distributed", "rank_log_path": "workloads.distributed", "launch": "workloads.distributed",
+    "CompileEvent": "events.event", "CompileLog": "events.event", "LogFormatError": "events.event",
+    "CompileRecorder": "recorder.recorder", "forecast_kernels": "sources.kernel_forecast",
+    "diagnose": "advice.diagnose", "Advice": "advice.diagnose",
+    "inspect_cache": "setup.cache", "CacheReport": "setup.cache",
+    "compile_budget": "apps.budget", "CompileBudgetExceeded": "apps.budget",
+    "warmup": "workloads.warm_up", "WarmupManifest": "workloads.warm_up",
+    "model_or_tiny": "setup.hub", "ModelChoice": "setup.hub",
 }
 
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
-    from .advice import Advice, diagnose
-    from .budget import CompileBudgetExceeded, compile_budget
-    from .cache import CacheReport, inspect_cache
-    from .device import (DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect,
+    from .advice.diagnose import Advice, diagnose
+    from .apps.budget import CompileBudgetExceeded, compile_budget
+    from .setup.cache import CacheReport, inspect_cache
+    from .setup.device import (DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect,
                          resolve_device)
-    from .distributed import launch, merge_logs, rank_log_path
-    from .events import CompileEvent, CompileLog, LogFormatError
-    from .generation import GenerationResult, generate
-    from .hub import ModelChoice, model_or_tiny
-    from .models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
+    from .workloads.distributed import launch, merge_logs, rank_log_path
+    from .events.event import CompileEvent, CompileLog, LogFormatError
+    from .workloads.generation import GenerationResult, generate
+    from .setup.hub import ModelChoice, model_or_tiny
+    from .setup.models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
                          check_placement, load_model, load_tokenizer, tiny_model)
-    from .pipelines import pipeline
-    from .progress import BatchProgress
-    from .recompile_limit import RecompileLimitWarning
-    from .recorder import CompileRecorder
-    from .shape_audit import ShapeAudit, audit_shapes
-    from .shapes import Buckets, plan_buckets
+    from .setup.pipelines import pipeline
+    from .workloads.progress import BatchProgress
+    from .workloads.recompile_limit import RecompileLimitWarning
+    from .recorder.recorder import CompileRecorder
+    from .workloads.shape_audit import ShapeAudit, audit_shapes
+    from .workloads.shapes import Buckets, plan_buckets
     from .sources.kernel_forecast import forecast_kernels
-    from .static_cache import UnboundedCacheError
-    from .collate import FixedLengthCollator
-    from .training import (CompileEventsCallback, RecompileWarning, StaticShapeWarning,
+    from .workloads.static_cache import UnboundedCacheError
+    from .workloads.collate import FixedLengthCollator
+    from .workloads.training import (CompileEventsCallback, RecompileWarning, StaticShapeWarning,
                            fixed_shape_args)
-    from .warm_up import WarmupManifest, warmup
+    from .workloads.warm_up import WarmupManifest, warmup
 
 
 def __getattr__(name: str) -> Any:
@@ -76,7 +76,7 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext neuronkit``: the ``%%compile_budget`` cell magic (``neuronkit/magic.py``)."""
-    from .magic import load_ipython_extension as load
+    from .apps.magic import load_ipython_extension as load
 
     load(ipython)
 

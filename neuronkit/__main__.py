@@ -1,4 +1,4 @@
 """``python -m neuronkit`` runs the ``neuronkit`` command line."""
-from .views.cli import main
+from neuronkit.apps.cli import main
 
 raise SystemExit(main())

@@ -5,8 +5,8 @@ import warnings
 
 import pytest
 
-from neuronkit.advice import Advice, diagnose
-from neuronkit.events import CompileEvent, CompileLog
+from neuronkit.advice.diagnose import Advice, diagnose
+from neuronkit.events.event import CompileEvent, CompileLog
 
 
 def make_log(events: list[CompileEvent], wall: float | None = None) -> CompileLog:
@@ -40,8 +40,8 @@ def length_log() -> CompileLog:
 
 
 def test_varying_length_names_dimension_values_and_plan_buckets():
-    from neuronkit.advice_shapes import CALLS_PER_LENGTH, MAX_SUGGESTED_BUCKETS
-    from neuronkit.shapes import DEFAULT_TOKEN_COST_S, plan_buckets
+    from neuronkit.advice.shapes import CALLS_PER_LENGTH, MAX_SUGGESTED_BUCKETS
+    from neuronkit.workloads.shapes import DEFAULT_TOKEN_COST_S, plan_buckets
 
     advices = diagnose(length_log())
     a = find(advices, "input_ids dim 1")
@@ -265,7 +265,7 @@ def test_advice_str_and_severity_check():
 def test_real_recorded_log():
     import torch
 
-    from neuronkit import recorder  # a broken recorder fails here, it is never skipped
+    from neuronkit.recorder import recorder  # a broken recorder fails here, it is never skipped
 
     def f(x, mask):
         return (x * 2).sum(dim=1) + mask.sum()
@@ -480,7 +480,7 @@ def test_eager_calls_are_counted_per_rank_and_named_like_the_limit_hit():
     """Each rank ran 4 eager calls (not 8), and the eager_fallback events nk.generate records
     for the raw decode wrapper are named like the limit hit on that wrapper (eager_name), so
     they count for that function."""
-    from neuronkit.recompile_limit import eager_name
+    from neuronkit.workloads.recompile_limit import eager_name
 
     raw = {"name": "wrapped_func", "location": "/t/deprecation.py:121"}
     events = []
@@ -566,7 +566,7 @@ def test_a_memo_kept_between_calls_gives_the_findings_of_a_fresh_diagnose():
 
 
 def test_a_memo_analyses_again_only_the_function_whose_events_changed(monkeypatch):
-    from neuronkit import advice
+    from neuronkit.advice import diagnose as advice
 
     seen: list[str] = []
     real = advice._shape_findings

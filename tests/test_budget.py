@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.budget import CompileBudget, CompileBudgetExceeded, compile_budget
+from neuronkit.apps.budget import CompileBudget, CompileBudgetExceeded, compile_budget
 
 
 def double_plus_one(x):
@@ -233,7 +233,7 @@ def test_a_budget_object_is_used_for_one_block_at_a_time():
 
 def test_the_facade_exports_and_import_stays_light():
     assert nk.compile_budget is compile_budget and nk.CompileBudgetExceeded is CompileBudgetExceeded
-    code = ("import sys, neuronkit, neuronkit.pytest_plugin, neuronkit.magic; "
+    code = ("import sys, neuronkit, neuronkit.apps.pytest_plugin, neuronkit.apps.magic; "
             "assert callable(neuronkit.load_ipython_extension); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neuronkit.budget import CompileBudgetExceeded
-from neuronkit.magic import parse_budget_args
+from neuronkit.apps.budget import CompileBudgetExceeded
+from neuronkit.apps.magic import parse_budget_args
 
 IPython = pytest.importorskip("IPython")
 from IPython.core.error import UsageError  # noqa: E402

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from neuronkit.pytest_plugin import log_file_name
+from neuronkit.apps.pytest_plugin import log_file_name
 
 pytest_plugins = ["pytester"]
 
@@ -112,7 +112,7 @@ def test_the_plugin_is_installed_as_an_entry_point():
     from importlib.metadata import entry_points
 
     plugins = {ep.name: ep.value for ep in entry_points(group="pytest11")}
-    assert plugins.get("neuronkit") == "neuronkit.pytest_plugin"
+    assert plugins.get("neuronkit") == "neuronkit.apps.pytest_plugin"
 
 
 @pytest.mark.parametrize("nodeid, name", [

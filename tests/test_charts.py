@@ -12,7 +12,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from neuronkit.views import chart_layout, charts
-from neuronkit.events import CompileEvent, CompileLog, EventKind, graphs
+from neuronkit.events.event import CompileEvent, CompileLog, EventKind, graphs
 
 # (function, kind, started_at, duration_s, rank)
 ROWS = [("forward", "first", 100.0, 0.5, 0), ("forward", "recompile", 102.0, 0.4, 1),
@@ -186,7 +186,7 @@ def test_figures_from_threads():
 
 
 def test_charts_do_not_use_pyplot():
-    code = ("import sys; from neuronkit.views import charts; from neuronkit.events import CompileLog;"
+    code = ("import sys; from neuronkit.views import charts; from neuronkit.events.event import CompileLog;"
             "charts.png_bytes(charts.timeline(CompileLog()));"
             " print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -202,7 +202,7 @@ def test_figsize_sizes_new_figures_only():
 
 
 def test_names_from_a_log_are_plain_text_not_maths():
-    from neuronkit.events import CompileEvent as E
+    from neuronkit.events.event import CompileEvent as E
 
     events = [E(function="$\\frac{$", kind="first", started_at=1.0, duration_s=1.0),
               E(function="evil\x1b[2J\u202e", kind="recompile", started_at=2.0, duration_s=1.0)]
@@ -215,7 +215,7 @@ def test_names_from_a_log_are_plain_text_not_maths():
 
 
 def test_graph_breaks_have_their_own_mark():
-    from neuronkit.events import CompileEvent as E
+    from neuronkit.events.event import CompileEvent as E
 
     events = [E(function="f", kind="first", started_at=1.0, duration_s=1.0),
               E(function="f", kind="graph_break", started_at=2.0, duration_s=0.2)]

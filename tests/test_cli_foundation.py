@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from neuronkit.views.cli import main
+from neuronkit.apps.cli import main
 
 
 @pytest.fixture
@@ -87,9 +87,9 @@ def quick_demo(monkeypatch, tmp_path, tiny_model_path):
     taking 1 s, and each run takes 5 s of wall time."""
     from types import SimpleNamespace
 
-    import neuronkit.generation
-    import neuronkit.models
-    from neuronkit.events import CompileEvent
+    import neuronkit.workloads.generation
+    import neuronkit.setup.models
+    from neuronkit.events.event import CompileEvent
 
     def fake_generate(model, tok, prompts, *, buckets, recorder, **kw):
         for i in range(2 if buckets is None else 1):
@@ -97,8 +97,8 @@ def quick_demo(monkeypatch, tmp_path, tiny_model_path):
                                              else "recompile", duration_s=1.0))
         return SimpleNamespace(wall_s=5.0, texts=["a reply"])
 
-    monkeypatch.setattr(neuronkit.models, "load_model", lambda *a, **k: object())
-    monkeypatch.setattr(neuronkit.generation, "generate", fake_generate)
+    monkeypatch.setattr(neuronkit.setup.models, "load_model", lambda *a, **k: object())
+    monkeypatch.setattr(neuronkit.workloads.generation, "generate", fake_generate)
     return ["demo", "--requests", "3", "--model", str(tiny_model_path),
             "--log-dir", str(tmp_path / "logs")]
 

@@ -1,5 +1,5 @@
 """`neuronkit report LOG... [--limit N] [--json] [--fail-on S] [--png P] [--chrome-trace P]`
-through neuronkit.views.cli.main."""
+through neuronkit.apps.cli.main."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,10 +8,11 @@ import re
 
 import pytest
 
-from neuronkit.events import CompileEvent, CompileLog
-from neuronkit.views import cli, text
+from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.apps import cli
+from neuronkit.views import text
 from neuronkit.views.charts import PNG_SIGNATURE
-from neuronkit.views.cli import main
+from neuronkit.apps.cli import main
 
 
 def write_log(path) -> CompileLog:

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
 
-from neuronkit.events import CompileEvent, CompileLog, shape_key
+from neuronkit.events.event import CompileEvent, CompileLog, shape_key
 from neuronkit.views import charts
-from neuronkit.views.compare import (NEURON_COMPILE_COST_S, RUN_COLOURS, Comparison,
-                                     GraphCountChange, compare_chart, compare_logs,
-                                     comparison_html, comparison_text, projected_seconds)
+from neuronkit.views.compare import (NEURON_COMPILE_COST_S, RUN_COLOURS, Comparison, GraphCountChange,
+                                     compare_chart, compare_logs, comparison_html, comparison_text,
+                                     projected_seconds)
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 

@@ -10,7 +10,7 @@ import torch
 from neuron_fake import installed_fake
 
 import neuronkit as nk
-from neuronkit.recorder import CompileStart
+from neuronkit.recorder.recorder import CompileStart
 from neuronkit.sources import dynamo as sources
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from neuronkit.models import ModelNotFoundError
-from neuronkit.events import FORMAT, CompileEvent, CompileLog
+from neuronkit.setup.models import ModelNotFoundError
+from neuronkit.events.event import FORMAT, CompileEvent, CompileLog
 from neuronkit.sources.starts import CompileStart
-from neuronkit.views.dashboard_runs import export_target, run_name
-from neuronkit.views.dashboard_state import DashboardState
+from neuronkit.apps.dashboard.runs import export_target, run_name
+from neuronkit.apps.dashboard.state import DashboardState
 
 
 def saved(tmp_path: Path, name: str, functions=("forward",), rank: int = 0) -> bytes:
@@ -129,7 +129,7 @@ def test_compiles_in_progress_are_shown_while_they_run(live):
 
 
 def test_a_started_compile_ticks_until_it_ends(monkeypatch):
-    from neuronkit.views import dashboard_runs
+    from neuronkit.apps.dashboard import runs as dashboard_runs
 
     monkeypatch.setattr(dashboard_runs, "TICK_S", 0.01)
     state = DashboardState(log=CompileLog())
@@ -188,7 +188,7 @@ def test_keep_run_is_a_snapshot(live):
 def hold_generate_until_stop(monkeypatch):
     """The worker's generate waits for Stop before it starts: Stop then lands before its first
     batch however the threads are scheduled (a busy machine once let the worker in first)."""
-    from neuronkit.views import dashboard_state
+    from neuronkit.apps.dashboard import state as dashboard_state
 
     real = dashboard_state.generate
 
@@ -224,7 +224,7 @@ def test_a_generate_stopped_before_its_batch_keeps_the_last_summary(live, monkey
 
 
 def test_advice_is_diagnosed_again_only_when_the_log_changed(monkeypatch):
-    from neuronkit.views import dashboard_state
+    from neuronkit.apps.dashboard import state as dashboard_state
 
     calls = []
     real = dashboard_state.diagnose

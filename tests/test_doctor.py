@@ -10,9 +10,9 @@ import pytest
 import torch
 from neuron_fake import installed_fake
 
-from neuronkit import device, doctor_native
-from neuronkit.doctor import doctor_report
-from neuronkit.doctor_native import ACCELERATE_NEURON, TRANSFORMERS_NEURON, missing_features
+from neuronkit.setup import device, doctor_native
+from neuronkit.setup.doctor import doctor_report
+from neuronkit.setup.doctor_native import ACCELERATE_NEURON, TRANSFORMERS_NEURON, missing_features
 
 NATIVE_ENV = ("NEURON_LAUNCH_BLOCKING", "TORCH_NEURONX_METRICS_ENABLED", "NEURON_CC_FLAGS",
               "TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE",

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 
 from neuronkit.views.chrome_trace import write_chrome_trace
-from neuronkit.events import (FORMAT, FORMAT_VERSION, CompileEvent, CompileLog, LogFormatError,
-                              function_labels, short_label)
+from neuronkit.events.event import (FORMAT, FORMAT_VERSION, CompileEvent, CompileLog, LogFormatError,
+                                    function_labels, short_label)
 
 
 def event(function="forward", started_at=100.0, duration_s=0.5, n=3, kind="recompile", rank=0,
@@ -27,7 +27,7 @@ def test_header_names_format_versions_device_and_backend(tmp_path):
 
     import neuronkit
 
-    from neuronkit.recorder import default_header
+    from neuronkit.recorder.recorder import default_header
 
     path = tmp_path / "log.jsonl"
     log = CompileLog(path=path, header=default_header())   # what a recorder writes
@@ -57,7 +57,7 @@ def test_each_event_is_on_disk_as_soon_as_it_is_appended(tmp_path):
 
 KILLED_WRITER = textwrap.dedent("""
     import os, signal, sys
-    from neuronkit.events import CompileEvent, CompileLog
+    from neuronkit.events.event import CompileEvent, CompileLog
     log = CompileLog(path=sys.argv[1])
     for i in range(3):
         log.append(CompileEvent(compile_id=f"0/{i}", function="forward", input_shapes={"x": [i]}))
@@ -222,7 +222,7 @@ def test_unknown_fields_are_ignored_on_load():
 
 
 def test_shared_view_helpers():
-    from neuronkit.events import GRAPH_KINDS, as_events
+    from neuronkit.events.event import GRAPH_KINDS, as_events
 
     events = [CompileEvent(kind=k) for k in ("first", "recompile", "limit_hit", "failed")]
     assert as_events(CompileLog(events)) == events and as_events(tuple(events)) == events
@@ -233,8 +233,8 @@ def test_shared_view_helpers():
 
 
 def test_header_versions_come_from_device_package_version(monkeypatch):
-    import neuronkit.device as device
-    from neuronkit.recorder import default_header
+    import neuronkit.setup.device as device
+    from neuronkit.recorder.recorder import default_header
 
     monkeypatch.setattr(device, "package_version", lambda dist: f"v-{dist}")
     head = default_header()

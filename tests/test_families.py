@@ -14,8 +14,8 @@ import torch
 
 import neuronkit as nk
 from neuronkit.examples.families import FAMILIES, tiny_family
-from neuronkit.recompile_limit import RecompileLimitWarning, decode_code, held_graphs
-from neuronkit.static_cache import UnboundedCacheError, bounded_static_cache
+from neuronkit.workloads.recompile_limit import RecompileLimitWarning, decode_code, held_graphs
+from neuronkit.workloads.static_cache import UnboundedCacheError, bounded_static_cache
 
 PROMPTS = ["the cat", "the cat sat on a mat while rain fell", "quiet hills and rivers ran to the sea",
            "a mat", "rain fell over quiet hills and the cat sat on a mat while rivers ran"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.generation import _compile_kwargs, cache_length
+from neuronkit.workloads.generation import _compile_kwargs, cache_length
 
 WORDS = "the cat sat on a mat while rain fell over quiet hills and rivers ran to the sea".split()
 
@@ -219,7 +219,7 @@ def test_eos_token_id_keyword_cuts_at_its_first_occurrence(model, tok):
 
 
 def test_first_token_clock_waits_for_a_lazy_device():
-    from neuronkit.generation import _FirstTokenClock
+    from neuronkit.workloads.generation import _FirstTokenClock
 
     order = []
 

@@ -6,7 +6,7 @@ import socket
 import pytest
 
 import neuronkit as nk
-from neuronkit import hub
+from neuronkit.setup import hub
 
 
 class _Connection:

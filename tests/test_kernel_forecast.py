@@ -9,8 +9,7 @@ import torch
 from torch._dynamo.utils import counters
 
 import neuronkit as nk
-from neuronkit.sources.kernel_forecast import (KernelForecast, forecast_kernels,
-                                               reset_forecast)
+from neuronkit.sources.kernel_forecast import KernelForecast, forecast_kernels, reset_forecast
 from neuronkit.sources.neuron import KERNELS_FUNCTION
 
 ADD = "aten::add.Tensor"

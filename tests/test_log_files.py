@@ -17,9 +17,9 @@ import warnings
 
 import pytest
 
-from neuronkit import events as events_module
-from neuronkit.events import (FORMAT, FORMAT_VERSION, CompileEvent, CompileLog, LogFolderError,
-                              LogFormatError)
+from neuronkit.events import event as events_module
+from neuronkit.events.event import (FORMAT, FORMAT_VERSION, CompileEvent, CompileLog, LogFolderError,
+                                    LogFormatError)
 
 HEADER = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "device": "cpu"})
 
@@ -283,13 +283,13 @@ def test_wall_time_lines_are_checked(tmp_path):
 
 # -- recorders sharing a path ---------------------------------------------------------------------
 def recorder(path, **kw):
-    from neuronkit.recorder import CompileRecorder
+    from neuronkit.recorder.recorder import CompileRecorder
 
     return CompileRecorder(path, device="cpu", backend="eager", rank=0, **kw)
 
 
 def test_a_second_recorder_on_an_active_recorders_path_is_refused(tmp_path):
-    from neuronkit.recorder import LogPathInUseError
+    from neuronkit.recorder.recorder import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     outer = recorder(path).start()
@@ -310,7 +310,7 @@ def test_a_second_recorder_on_an_active_recorders_path_is_refused(tmp_path):
 
 
 def test_a_restart_after_another_recorder_rewrote_the_file_is_refused(tmp_path):
-    from neuronkit.recorder import LogPathInUseError
+    from neuronkit.recorder.recorder import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     first = recorder(path)
@@ -353,7 +353,7 @@ def test_a_folder_as_log_path_is_refused_clearly(tmp_path):
 
 HOLDER = textwrap.dedent("""
     import sys
-    from neuronkit.recorder import CompileRecorder
+    from neuronkit.recorder.recorder import CompileRecorder
     rec = CompileRecorder(sys.argv[1], device="cpu", backend="eager", rank=0).start()
     rec.record(kind="eager_fallback", function="other process", calls=1)
     print("recording", flush=True)
@@ -363,7 +363,7 @@ HOLDER = textwrap.dedent("""
 
 @pytest.mark.skipif(sys.platform == "win32", reason="flock: POSIX only")
 def test_two_processes_on_one_path_and_a_killed_holder_leaves_no_lock(tmp_path):
-    from neuronkit.recorder import LogPathInUseError
+    from neuronkit.recorder.recorder import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
@@ -399,7 +399,7 @@ MUTATIONS = [
 def test_the_block_decoder_and_the_line_checker_agree(tmp_path, change):
     """Each line is judged the same whether its block decodes at once (msgspec) or line by line
     (the checker that names the field): a crafted value never slips through the fast path."""
-    from neuronkit.log_reader import _event_problem
+    from neuronkit.log.reader import _event_problem
 
     data = {**json.loads(good(1)), **change}
     expected_ok = _event_problem(data, set()) is None
@@ -414,7 +414,7 @@ def test_the_block_decoder_and_the_line_checker_agree(tmp_path, change):
 def test_blocks_split_anywhere_keep_every_line_and_its_number(tmp_path, monkeypatch):
     """A file is read in blocks: lines cut by a block's end, a line longer than a block, and a
     bad line after several blocks are all read, and named by their real line number."""
-    from neuronkit import log_reader
+    from neuronkit.log import reader as log_reader
 
     lines = [HEADER] + [good(i) for i in range(300)]
     lines[250] = good(249, kind="exploit")

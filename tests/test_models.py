@@ -19,11 +19,11 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import neuronkit as nk
-from neuronkit import models
-from neuronkit.device import DeviceFallbackWarning
+from neuronkit.setup import models
+from neuronkit.setup.device import DeviceFallbackWarning
 from neuronkit.examples import train_tiny
-from neuronkit.models import (CorruptWeightsError, DeviceMapWarning, ModelNotFoundError,
-                              PlacementWarning)
+from neuronkit.setup.models import (CorruptWeightsError, DeviceMapWarning, ModelNotFoundError,
+                                    PlacementWarning)
 
 TEXT = "The river carried the boats down to the sea."
 SHIPPED = resources.files("neuronkit").joinpath("data/tiny-qwen3")
@@ -474,7 +474,7 @@ def test_check_placement_bad_device(cpu_model):
 # --------------------------------------------------------------------------- pad_token_id
 
 def test_pad_token_id_falls_back_to_eos_and_says_so_only_when_asked(tiny_model_path):
-    from neuronkit.models import PadTokenWarning, pad_token_id
+    from neuronkit.setup.models import PadTokenWarning, pad_token_id
 
     tok = nk.load_tokenizer(tiny_model_path)
     assert pad_token_id(tok) == tok.pad_token_id != tok.eos_token_id

@@ -10,7 +10,7 @@ import torch
 from neuron_fake import installed_fake
 
 import neuronkit as nk
-from neuronkit.events import CompileLog, neff_seconds, total_seconds
+from neuronkit.events.event import CompileLog, neff_seconds, total_seconds
 
 
 @pytest.fixture
@@ -243,7 +243,7 @@ def test_the_views_show_dynamo_and_neff_side_by_side(clean_env):
 
 @pytest.mark.slow
 def test_the_dashboard_shows_neff_times_after_a_run(clean_env, tiny_model_path):
-    from neuronkit.views.dashboard_state import DashboardState
+    from neuronkit.apps.dashboard.state import DashboardState
     from neuronkit.views.html import graph_counts_html
 
     with installed_fake() as fake:
@@ -263,7 +263,7 @@ def test_the_dashboard_shows_neff_times_after_a_run(clean_env, tiny_model_path):
 
 
 def test_advice_names_neff_builds_cache_hits_and_kernels():
-    from neuronkit.events import CompileEvent as E
+    from neuronkit.events.event import CompileEvent as E
 
     events = [E(function="f", kind="first", duration_s=2.0, neff_compile_s=90.0,
                 neff_cache="compiled"),
@@ -288,7 +288,7 @@ def test_advice_names_neff_builds_cache_hits_and_kernels():
 
 
 def test_the_chrome_trace_has_a_neff_build_slice(tmp_path):
-    from neuronkit.events import CompileEvent as E
+    from neuronkit.events.event import CompileEvent as E
     from neuronkit.views.chrome_trace import write_chrome_trace
 
     events = [E(function="f", kind="first", started_at=10.0, duration_s=2.0, neff_compile_s=90.0,

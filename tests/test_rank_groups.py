@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from neuronkit.distributed import launch, merge_logs
-from neuronkit.events import CompileEvent, CompileLog
-from neuronkit.rank_groups import (RankGroup, format_group_compiles, fsdp_shard, group_compiles,
-                                   mesh_rank_groups, rank_groups)
+from neuronkit.workloads.distributed import launch, merge_logs
+from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.workloads.rank_groups import (RankGroup, format_group_compiles, fsdp_shard, group_compiles,
+                                             mesh_rank_groups, rank_groups)
 
 
 # ---- rank groups of a tp x fsdp layout -------------------------------------------------------

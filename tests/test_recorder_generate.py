@@ -6,7 +6,7 @@ import re
 import pytest
 
 import neuronkit as nk
-from neuronkit._torch_text import input_name
+from neuronkit.sources.torch_text import input_name
 
 pytestmark = pytest.mark.slow  # two real compiles of the tiny model's decode step (~2 s each)
 

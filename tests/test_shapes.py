@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.shapes import plan_cost
+from neuronkit.workloads.shapes import plan_cost
 
 
 # ---- Buckets ---------------------------------------------------------------------------------
@@ -364,7 +364,7 @@ class ColumnDataset:
 
 
 def test_example_lengths_of_lists_column_datasets_and_non_examples(tok):
-    from neuronkit.shape_audit import example_lengths
+    from neuronkit.workloads.shape_audit import example_lengths
 
     data = ragged(tok)
     lengths = [len(e["input_ids"]) for e in data]
@@ -379,7 +379,7 @@ def test_example_lengths_of_lists_column_datasets_and_non_examples(tok):
 
 def test_audit_and_lengths_of_a_datasets_dataset(tok):
     datasets = pytest.importorskip("datasets")
-    from neuronkit.shape_audit import example_lengths
+    from neuronkit.workloads.shape_audit import example_lengths
 
     data = datasets.Dataset.from_dict({"text": TEXTS}).map(lambda b: tok(b["text"]), batched=True)
     lengths = [len(ids) for ids in tok(TEXTS)["input_ids"]]
@@ -394,7 +394,7 @@ def test_audit_and_lengths_of_a_datasets_dataset(tok):
 def test_suggested_max_length_rounds_up_or_stops_at_model_max_length():
     from types import SimpleNamespace
 
-    from neuronkit.shape_audit import suggest_max_length
+    from neuronkit.workloads.shape_audit import suggest_max_length
 
     assert suggest_max_length(45) == (48, "the longest example seen, 45 tokens, rounded up to a "
                                           "multiple of 8")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuronkit.events import CompileEvent, CompileLog
+from neuronkit.events.event import CompileEvent, CompileLog
 
 
 def _event(kind, duration_s, function="forward", location="m.py:1", rank=0):

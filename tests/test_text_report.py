@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from neuronkit._torch_text import short_reason
+from neuronkit.sources.torch_text import short_reason
 from neuronkit.views import text as report
-from neuronkit.advice import Advice, diagnose
-from neuronkit.events import CompileEvent, CompileLog
+from neuronkit.advice.diagnose import Advice, diagnose
+from neuronkit.events.event import CompileEvent, CompileLog
 
 
 def mismatch(name: str, old: int, new: int) -> str:
@@ -356,7 +356,7 @@ def test_text_cuts_do_not_move_with_the_times_measured():
     compare their stored tables with fresh ones, numbers masked and spaces collapsed."""
     import re
 
-    from neuronkit.events import CompileEvent, CompileLog
+    from neuronkit.events.event import CompileEvent, CompileLog
     from neuronkit.views.text import format_events
 
     def masked(last_start: float) -> str:

@@ -2,7 +2,7 @@
 to update when torch rewords a guard failure, a source name or a warning."""
 from __future__ import annotations
 
-from neuronkit import _torch_text as text
+from neuronkit.sources import torch_text as text
 
 MISMATCH = "0/0: tensor 'L['x']' size mismatch at index 1. expected 3, actual 5"
 SCALAR = ("0/3: kwargs['cache'].layers[0].cumulative_length_int == 17    # is_full = current_length"

@@ -10,11 +10,11 @@ import torch
 from transformers import DataCollatorForLanguageModeling, Trainer
 
 import neuronkit as nk
-from neuronkit.events import GRAPH_KINDS, CompileEvent
-from neuronkit.collate import FixedLengthCollator
-from neuronkit.training import (DYNAMIC_ENV, CompileEventsCallback,
-                                RecompileWarning, StaticShapeWarning, check_static_shapes,
-                                compiles_dynamic, fixed_shape_args, late_compile_message)
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.workloads.collate import FixedLengthCollator
+from neuronkit.workloads.training import (DYNAMIC_ENV, CompileEventsCallback, RecompileWarning,
+                                          StaticShapeWarning, check_static_shapes, compiles_dynamic,
+                                          fixed_shape_args, late_compile_message)
 
 
 @pytest.fixture(autouse=True)
@@ -89,7 +89,7 @@ def test_on_neuron_the_neuron_backend_and_no_cpu(tmp_path, fake_neuron, monkeypa
         return type("Args", (), {"torch_compile": kw["torch_compile"],
                                  "torch_compile_backend": kw.get("torch_compile_backend")})()
 
-    monkeypatch.setattr("neuronkit.training.TrainingArguments", capture)
+    monkeypatch.setattr("neuronkit.workloads.training.TrainingArguments", capture)
     args = fixed_shape_args(str(tmp_path))
     assert seen["torch_compile_backend"] == "neuron" and "use_cpu" not in seen
     assert seen["dataloader_drop_last"] is True and seen["bf16"] is True

@@ -18,16 +18,15 @@ import ipywidgets as w
 import pytest
 from _html import Tags, parse
 
-from neuronkit.advice import Advice
-from neuronkit.events import KINDS, CompileEvent, CompileLog
+from neuronkit.advice.diagnose import Advice
+from neuronkit.events.event import KINDS, CompileEvent, CompileLog
 from neuronkit.views import html as views_html
 from neuronkit.views.chrome_trace import write_chrome_trace
-from neuronkit.views.dashboard_state import DashboardState
+from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.views.chart_layout import KeyEntry
 from neuronkit.views.html import (KEY_FUNCTIONS, advice_html, chart_key_html, events_table_html,
                                   graph_counts_html, replay_note, status_html)
-from neuronkit.views.safe import (html_attr, html_text, spreadsheet_safe, strip_control,
-                                  terminal_safe)
+from neuronkit.views.safe import html_attr, html_text, spreadsheet_safe, strip_control, terminal_safe
 from neuronkit.widget import RecompileDashboard
 
 IMG = '"><img src=x onerror=alert(1)>'
@@ -208,7 +207,7 @@ def test_advice_escapes_text_and_maps_severity():
 
 
 def test_advice_of_a_hostile_log_is_escaped():
-    from neuronkit.advice import diagnose
+    from neuronkit.advice.diagnose import diagnose
 
     assert_inert(advice_html(diagnose(hostile_log())))
 
@@ -350,7 +349,7 @@ def test_hostile_device_and_backend_labels_are_clean_but_values_kept():
 
 def test_a_log_the_chart_cannot_draw_still_shows_table_and_status(monkeypatch):
     """A chart that fails to draw (whatever the log holds) must not stop the replay."""
-    import neuronkit.views.widget as widget
+    import neuronkit.apps.dashboard.widget as widget
 
     def broken(log, **options):
         raise ValueError("cannot draw this")

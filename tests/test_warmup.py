@@ -7,11 +7,10 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.events import CompileLog
-from neuronkit.views.cli import main
+from neuronkit.events.event import CompileLog
+from neuronkit.apps.cli import main
 
-from neuronkit.warm_up import (WarmupManifest, WarmupStep, _filler_prompt, new_token_band,
-                               warmup)
+from neuronkit.workloads.warm_up import WarmupManifest, WarmupStep, _filler_prompt, new_token_band, warmup
 
 BUCKETS = [4, 8, 12, 16, 24]   # x batch sizes [1, 2]: 10 graphs, over torch's default limit of 8
 
@@ -155,7 +154,7 @@ def test_importing_the_module_first_keeps_nk_warmup_the_function():
     import subprocess
     import sys
 
-    code = ("import neuronkit as nk, neuronkit.warm_up; "
-            "assert callable(nk.warmup) and nk.warmup is neuronkit.warm_up.warmup")
+    code = ("import neuronkit as nk, neuronkit.workloads.warm_up; "
+            "assert callable(nk.warmup) and nk.warmup is neuronkit.workloads.warm_up.warmup")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
-    assert importlib.import_module("neuronkit.warm_up").warmup is nk.warmup
+    assert importlib.import_module("neuronkit.workloads.warm_up").warmup is nk.warmup

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from neuronkit.views.charts import PNG_SIGNATURE
-from neuronkit.views.dashboard_state import DashboardState, parse_boundaries, sweep_lengths
-from neuronkit.events import CompileEvent, CompileLog
+from neuronkit.apps.dashboard.state import DashboardState, parse_boundaries, sweep_lengths
+from neuronkit.events.event import CompileEvent, CompileLog
 from neuronkit.views.html import TABLE_ROWS, events_table_html
 from neuronkit.widget import RecompileDashboard
 
@@ -169,7 +169,7 @@ def test_export_buttons_write_the_log_and_the_chart(tmp_path):
 
 
 def test_an_error_while_drawing_lands_in_the_status_area(tmp_path, monkeypatch):
-    import neuronkit.views.widget as widget
+    import neuronkit.apps.dashboard.widget as widget
 
     dash = RecompileDashboard.from_log(make_log(tmp_path))
 

@@ -147,7 +147,7 @@ INJECTED = ".nk-dashboard script, .nk-dashboard iframe, .nk-dashboard svg, [data
 
 def hostile_log_file(folder: Path) -> Path:
     """A crafted log: valid kinds, payloads in every free-text field and in the header."""
-    from neuronkit.events import CompileEvent, CompileLog
+    from neuronkit.events.event import CompileEvent, CompileLog
 
     header = {"format": "neuronkit-compile-log", "version": 2, "neuronkit": "0.1",
               "torch": PAYLOADS["torch"], "device": PAYLOADS["device"],
@@ -169,8 +169,8 @@ def hostile_notebook(folder: Path, log_file: Path) -> Path:
         f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))",
         "from neuronkit.widget import RecompileDashboard\n"
         f"RecompileDashboard.from_log({str(log_file)!r})",
-        "from neuronkit.events import CompileEvent, CompileLog\n"
-        "from neuronkit.views.dashboard_state import DashboardState\n"
+        "from neuronkit.events.event import CompileEvent, CompileLog\n"
+        "from neuronkit.apps.dashboard.state import DashboardState\n"
         f"log = CompileLog.load({str(log_file)!r})\n"
         f"log.events.append(CompileEvent(seq={PAYLOADS['seq']!r}, function='forward', "
         f"kind={PAYLOADS['kind']!r}, started_at=200.0, context={PAYLOADS['context']!r}))\n"

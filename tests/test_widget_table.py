@@ -7,8 +7,8 @@ import csv
 import io
 import re
 
-from neuronkit.events import FORMAT, CompileEvent, CompileLog
-from neuronkit.views.dashboard_state import DashboardState
+from neuronkit.events.event import FORMAT, CompileEvent, CompileLog
+from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.widget import RecompileDashboard
 
 

@@ -45,8 +45,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..distributed import rank, world_size
-from .text import training_windows
+from neuronkit.workloads.distributed import rank, world_size
+from neuronkit.examples.text import training_windows
 
 __all__ = ["main"]
 
@@ -84,7 +84,7 @@ def layout(mode: str | None, tp_size: int | None, fsdp_size: int | None,
            world: int) -> tuple[int, int]:
     """(tp_size, fsdp_size) from the command line: ``--mode`` puts all ``world`` processes on one
     axis (default fsdp); explicit sizes must multiply to ``world``. Raises ValueError."""
-    from ..rank_groups import rank_groups
+    from neuronkit.workloads.rank_groups import rank_groups
 
     if mode is not None and (tp_size is not None or fsdp_size is not None):
         raise ValueError("pass --mode or --tp-size/--fsdp-size, not both")
@@ -99,8 +99,8 @@ def _load_sharded(model_path: str, tp: int, fsdp: int):
     """(tokenizer, model sharded by ``DistributedConfig(tp_size=tp, fsdp_size=fsdp)``)."""
     from transformers import DistributedConfig
 
-    from ..device import detect
-    from ..models import load_model, load_tokenizer
+    from neuronkit.setup.device import detect
+    from neuronkit.setup.models import load_model, load_tokenizer
 
     device = detect().device
     config = DistributedConfig(tp_size=tp, fsdp_size=fsdp)
@@ -111,7 +111,7 @@ def _load_sharded(model_path: str, tp: int, fsdp: int):
 def _groups_of(model: Any, tp: int, fsdp: int) -> tuple[list, str]:
     """The model's rank groups and where they came from: transformers' device mesh when the
     model holds one (checked against the documented layout), else the documented layout."""
-    from ..rank_groups import mesh_rank_groups, rank_groups
+    from neuronkit.workloads.rank_groups import mesh_rank_groups, rank_groups
 
     documented = rank_groups(tp, fsdp)
     mesh = getattr(model, "_device_mesh", None)   # set by transformers' maybe_distribute_model
@@ -130,7 +130,7 @@ def _report(tp: int, fsdp: int, trainer: bool) -> None:
         return
     import torch.distributed as dist
 
-    from ..device import detect
+    from neuronkit.setup.device import detect
 
     report = detect()
     group = dist.get_backend() if dist.is_available() and dist.is_initialized() else "none"
@@ -150,8 +150,8 @@ def train_fsdp(args, tok, model, log_path: Path, fsdp: int) -> None:
     """FSDP only: Trainer, as on Neuron."""
     from transformers import Trainer
 
-    from ..collate import FixedLengthCollator
-    from ..training import CompileEventsCallback, fixed_shape_args
+    from neuronkit.workloads.collate import FixedLengthCollator
+    from neuronkit.workloads.training import CompileEventsCallback, fixed_shape_args
 
     out = args.out or tempfile.mkdtemp(prefix="neuronkit-fsdp-")
     targs = fixed_shape_args(out, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
@@ -175,10 +175,10 @@ def train_tp(args, tok, model, log_path: Path, fsdp: int, shard: int) -> None:
     """
     import torch
 
-    from ..collate import FixedLengthCollator
-    from ..device import detect
-    from ..distributed import TrainerParallelismError, check_trainer_parallelism
-    from ..recorder import CompileRecorder
+    from neuronkit.workloads.collate import FixedLengthCollator
+    from neuronkit.setup.device import detect
+    from neuronkit.workloads.distributed import TrainerParallelismError, check_trainer_parallelism
+    from neuronkit.recorder.recorder import CompileRecorder
 
     backend = detect().compile_backend
     try:
@@ -193,7 +193,7 @@ def train_tp(args, tok, model, log_path: Path, fsdp: int, shard: int) -> None:
     if args.trainer:
         from transformers import Trainer
 
-        from ..training import CompileEventsCallback, fixed_shape_args
+        from neuronkit.workloads.training import CompileEventsCallback, fixed_shape_args
 
         targs = fixed_shape_args(args.out or tempfile.mkdtemp(), max_steps=args.steps,
                                  per_device_train_batch_size=args.batch_size, save_strategy="no")
@@ -222,8 +222,8 @@ def train_tp(args, tok, model, log_path: Path, fsdp: int, shard: int) -> None:
 
 def summarise(base: Path, world: int, groups: list, source: str) -> str:
     """Merge the ``world`` rank logs of this run and say per rank group what it compiled."""
-    from ..distributed import merge_logs, rank_log_path
-    from ..rank_groups import format_group_compiles, group_compiles
+    from neuronkit.workloads.distributed import merge_logs, rank_log_path
+    from neuronkit.workloads.rank_groups import format_group_compiles, group_compiles
 
     paths = [rank_log_path(base, r) for r in range(world)]
     found = [p for p in paths if p.exists()]
@@ -241,9 +241,9 @@ def _dtype(device: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..distributed import LOG_DIR_ENV, rank_log_path
-    from ..rank_groups import fsdp_shard
-    from ..models import tiny_model
+    from neuronkit.workloads.distributed import LOG_DIR_ENV, rank_log_path
+    from neuronkit.workloads.rank_groups import fsdp_shard
+    from neuronkit.setup.models import tiny_model
 
     p = argparse.ArgumentParser(prog="python -m neuronkit.examples.distributed_training",
                                 description=__doc__.split("\n\n")[0])

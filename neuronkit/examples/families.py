@@ -44,7 +44,7 @@ def tiny_family(family: str, tokenizer: Any, *, seed: int = 0, sliding_window: i
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    from ..models import pad_token_id
+    from neuronkit.setup.models import pad_token_id
 
     pad_id, eos_id = pad_token_id(tokenizer), tokenizer.eos_token_id
     config = family_config(family, len(tokenizer), pad_id, eos_id, sliding_window)

@@ -1,5 +1,5 @@
 """Where compile events come from. A source turns something torch (or torch-neuronx) reports into
-typed :class:`~neuronkit.events.CompileEvent` s and hands each to every attached sink (a
+typed :class:`~neuronkit.events.event.CompileEvent` s and hands each to every attached sink (a
 ``CompileRecorder``); the recorder adds rank, context and device and owns the log.
 
 Sources: ``dynamo`` (torch's structured trace: every Dynamo compile, refused compile and failure);
@@ -15,10 +15,10 @@ import contextlib
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from ..events import CompileEvent
+from neuronkit.events.event import CompileEvent
 
 if TYPE_CHECKING:
-    from .starts import CompileStart
+    from neuronkit.sources.starts import CompileStart
 
 __all__ = ["EventSink", "EventSource", "add_subscriber", "say"]
 

@@ -28,12 +28,13 @@ import time
 from types import FrameType
 from typing import Any
 
-from .._torch_text import break_site, input_name, limit_note, parse_device, parse_reasons
-from ..events import CompileEvent
-from . import EventSink, say
-from .assemble import FrameName, FunctionState, TracedParts, assemble, break_events, name_frame
-from .neuron import NEURON, awaits_build
-from .starts import CompileStart, device_start
+from neuronkit.sources.torch_text import break_site, input_name, limit_note, parse_device, parse_reasons
+from neuronkit.events.event import CompileEvent
+from neuronkit.sources import EventSink, say
+from neuronkit.sources.assemble import (FrameName, FunctionState, TracedParts, assemble, break_events,
+                                        name_frame)
+from neuronkit.sources.neuron import NEURON, awaits_build
+from neuronkit.sources.starts import CompileStart, device_start
 
 __all__ = ["TAP"]
 

@@ -27,9 +27,9 @@ import threading
 from collections import Counter
 from typing import Any, Callable, Protocol
 
-from ..device import loaded_neuronx
-from ..events import CompileEvent
-from . import say
+from neuronkit.setup.device import loaded_neuronx
+from neuronkit.events.event import CompileEvent
+from neuronkit.sources import say
 
 __all__ = ["NEURON", "NeuronSource", "KERNELS_FUNCTION", "awaits_build", "op_of_key",
            "is_graph_key"]

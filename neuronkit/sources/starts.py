@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
-from ..events import CompileEvent
-from . import add_subscriber
+from neuronkit.events.event import CompileEvent
+from neuronkit.sources import add_subscriber
 
 __all__ = ["CompileStart", "InProgress", "Phase", "device_start"]
 

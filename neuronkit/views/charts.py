@@ -33,9 +33,9 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import IdentityTransform
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
-from .chart_layout import (LIMIT_COLOUR, MARK_GREY, PALETTE, TITLE_FONT, KeyEntry, LegendEntries, fit_layout,
-                           legend_label, plain_label)
-from ..events import GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels
+from neuronkit.views.chart_layout import (LIMIT_COLOUR, MARK_GREY, PALETTE, TITLE_FONT, KeyEntry,
+                                          LegendEntries, fit_layout, legend_label, plain_label)
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels
 
 __all__ = ["timeline", "graph_growth", "dashboard_chart", "png_bytes", "save_png", "PNG_SIGNATURE",
            "LOG_SCALE_SPAN", "MAX_POINTS", "plain_log_ticks", "seconds_scale"]

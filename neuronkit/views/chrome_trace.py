@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..events import CompileEvent, CompileLog, as_events, function_labels
-from .safe import strip_control
+from neuronkit.events.event import CompileEvent, CompileLog, as_events, function_labels
+from neuronkit.views.safe import strip_control
 
 __all__ = ["write_chrome_trace"]
 

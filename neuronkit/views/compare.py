@@ -25,13 +25,13 @@ import numpy as np
 from matplotlib import figure
 from matplotlib.artist import Artist
 
-from ..events import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, compile_seconds, graphs,
-                      neff_seconds, shape_key, total_seconds)
-from ..shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s, as the demo's
-from .chart_layout import TITLE_FONT, LegendEntries, fit_layout, legend_label, plain_label
-from .charts import (LIMIT_COLOUR, figure_axes, padded_limits, plain_log_ticks, scatter_points,
-                     seconds_scale)
-from .safe import html_attr, html_text, terminal_safe
+from neuronkit.events.event import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, compile_seconds,
+                                    graphs, neff_seconds, shape_key, total_seconds)
+from neuronkit.workloads.shapes import (DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S)  # 60 s, as the demo's
+from neuronkit.views.chart_layout import TITLE_FONT, LegendEntries, fit_layout, legend_label, plain_label
+from neuronkit.views.charts import (LIMIT_COLOUR, figure_axes, padded_limits, plain_log_ticks,
+                                    scatter_points, seconds_scale)
+from neuronkit.views.safe import html_attr, html_text, terminal_safe
 
 __all__ = ["Comparison", "GraphCountChange", "RunTotals", "compare_chart", "compare_logs",
            "comparison_html", "comparison_text", "graphs_headline", "projected_seconds",

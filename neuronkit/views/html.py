@@ -15,10 +15,10 @@ import re
 from pathlib import PurePath
 from typing import Any, Iterable
 
-from ..events import KINDS, CompileLog
-from .chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry, heaviest
-from .safe import html_attr, html_text
-from .table import ARRIVAL, COLUMN_LABELS, TABLE_ROWS, EventTable
+from neuronkit.events.event import KINDS, CompileLog
+from neuronkit.views.chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry, heaviest
+from neuronkit.views.safe import html_attr, html_text
+from neuronkit.views.table import ARRIVAL, COLUMN_LABELS, TABLE_ROWS, EventTable
 
 __all__ = ["chart_key_html", "events_table_html", "table_page_html", "graph_counts_html",
            "advice_html", "replay_note", "status_html", "escape", "kind_class", "STYLE",

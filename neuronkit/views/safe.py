@@ -1,7 +1,7 @@
 """Output escaping for values that may come from an untrusted compile log.
 
 A compile log travels between machines and people, and every field of a
-replayed :class:`~neuronkit.events.CompileEvent` (kind, function, reasons,
+replayed :class:`~neuronkit.events.event.CompileEvent` (kind, function, reasons,
 context, header fields such as description or device) may be crafted.  The
 views never trust these values; they pass them through one of these helpers
 at the point where they are written out:

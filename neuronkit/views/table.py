@@ -15,10 +15,10 @@ import math
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .._torch_text import short_reason
-from ..advice import SEVERITIES
-from ..events import KINDS, CompileEvent, CompileLog, as_events, function_labels
-from .safe import spreadsheet_safe, strip_control
+from neuronkit.sources.torch_text import short_reason
+from neuronkit.advice.diagnose import SEVERITIES
+from neuronkit.events.event import KINDS, CompileEvent, CompileLog, as_events, function_labels
+from neuronkit.views.safe import spreadsheet_safe, strip_control
 
 __all__ = ["ARRIVAL", "COLUMN_LABELS", "NEURON_COLUMNS", "SORT_COLUMNS", "TABLE_ROWS", "EventTable",
            "advice_markdown", "sort_key", "table_csv", "table_markdown"]
@@ -232,7 +232,7 @@ class EventTable:
                      if c not in OPTIONAL_COLUMNS or c in self._shown_columns)
 
     def kinds(self) -> list[str]:
-        """The kinds present, in :data:`~neuronkit.events.KINDS` order, unknown ones last."""
+        """The kinds present, in :data:`~neuronkit.events.event.KINDS` order, unknown ones last."""
         return [k for k in KINDS if k in self._kinds] + sorted(self._kinds - set(KINDS))
 
     def functions(self) -> list[str]:

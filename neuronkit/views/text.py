@@ -16,11 +16,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .._torch_text import input_name, short_reason
-from ..advice import SEVERITIES, Advice, diagnose
-from ..events import (GRAPH_KINDS, KINDS, CompileEvent, CompileLog, as_events, function_labels,
-                      short_label)
-from .safe import terminal_safe
+from neuronkit.sources.torch_text import input_name, short_reason
+from neuronkit.advice.diagnose import SEVERITIES, Advice, diagnose
+from neuronkit.events.event import (GRAPH_KINDS, KINDS, CompileEvent, CompileLog, as_events,
+                                    function_labels, short_label)
+from neuronkit.views.safe import terminal_safe
 
 __all__ = ["DEFAULT_LIMIT", "LIMIT_FLAG", "REPORT_FORMAT", "REPORT_VERSION", "WIDTH",
            "format_advice", "format_events", "format_report", "format_summary", "report_data",

@@ -1,0 +1,191 @@
+"""The analysis behind advice: graphs per rank, and which input dimensions varied between them.
+
+``diagnose()`` (advice.py) words the findings; this module only counts and compares events. A
+merged log holds every rank's events, so counts are taken per rank. Every input
+dimension becomes a ``Series`` of the values it took, completed from the guard-failure reasons
+where the recorder saw no shapes; dimensions that changed together form one group (input_ids
+and attention_mask), each with a role: the batch size, a KV-cache length or a sequence length.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from functools import cached_property
+from itertools import chain, compress
+from operator import attrgetter, itemgetter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from neuronkit.sources.torch_text import (CACHE_NAME, input_name, limit_value_in, scalar_guard,
+                                          size_mismatches)
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent, of_kind, shape_key
+
+__all__ = ["CALLS_PER_LENGTH", "Series", "consecutive", "graphs_of", "graphs_per_rank", "groups",
+           "is_generation", "limit_value", "per_rank", "plan", "scalar_guards", "series"]
+
+
+
+def graphs_per_rank(events: list[CompileEvent]) -> int:
+    """Graphs of one function: the most on any rank (a merged log repeats them once per rank)."""
+    return max(Counter(map(attrgetter("rank"), of_kind(events, *GRAPH_KINDS))).values(), default=0)
+
+
+def graphs_of(events: list[CompileEvent]) -> int:
+    """Distinct graphs of one function over all ranks (by input shapes), at least any rank's count."""
+    shapes = set(map(shape_key, of_kind(events, *GRAPH_KINDS)))
+    return max(len(shapes), graphs_per_rank(events))
+
+
+def per_rank(events: list[CompileEvent], ranks: Iterable[int] = ()) -> dict[int, int]:
+    """Events per rank (``ranks`` listed even where they have none)."""
+    counts = {r: 0 for r in ranks}
+    for e in events:
+        counts[e.rank] = counts.get(e.rank, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def limit_value(hits: list[CompileEvent]) -> int | None:
+    """The recompile limit in force: the recorder's note, else torch's message."""
+    for e in hits:
+        note = e.metrics.get("limit")
+        if isinstance(note, dict) and isinstance(note.get("value"), int):
+            return note["value"]
+        value = limit_value_in(" ".join(e.reasons) + json.dumps(e.metrics, default=str))
+        if value is not None:
+            return value
+    return None
+
+
+@dataclass
+class Series:
+    """The values one input dimension took, in event order."""
+
+    name: str
+    dim: int
+    ndim: int | None
+    values: list[tuple[int, int]] = field(default_factory=list)  # (event index, value)
+
+    @cached_property  # read once the series is built
+    def distinct(self) -> list[int]:
+        return sorted(set(map(itemgetter(1), self.values)))
+
+    @property
+    def role(self) -> str:
+        """``batch`` (dim 0 of a 2-D+ tensor), ``cache`` (a KV-cache length) or ``length``."""
+        is_1d = self.ndim == 1 or (self.ndim is None and "position" in self.name)
+        if self.dim == 0 and not is_1d:
+            return "batch"
+        return "cache" if CACHE_NAME.search(self.name) else "length"
+
+
+def series(events: list[CompileEvent]) -> dict[tuple[str, int], Series]:
+    """Input dimensions from the recorded shapes, completed from the guard-failure reasons."""
+    out: dict[tuple[str, int], Series] = {}
+    columns: dict[str, list[Series | None]] = {}  # raw source -> its Series per dim, once seen
+    for i, e in enumerate(events):
+        for raw, dims in (e.input_shapes or {}).items():
+            if not dims:
+                continue
+            column = columns.get(raw)
+            if column is None:
+                column = columns[raw] = []
+            if len(column) < len(dims):
+                column += [None] * (len(dims) - len(column))
+            for d, v in enumerate(dims):
+                if isinstance(v, int):
+                    found = column[d]
+                    if found is None:
+                        name = input_name(raw)
+                        found = column[d] = out.setdefault((name, d), Series(name, d, len(dims)))
+                    found.values.append((i, v))
+    from_reasons: dict[tuple[str, int], Series] = {}
+    parsed: dict[str, list[tuple[str, int, int, int]]] = {}  # a merged log repeats each reason
+    for i, e in enumerate(events):
+        for reason in e.reasons:
+            if "size mismatch" not in reason:  # what size_mismatches() looks for
+                continue
+            if reason.count("size mismatch") == 1:  # one mismatch, of a dim the shapes gave?
+                head, _, tail = reason.partition("' size mismatch at index ")
+                index = tail.partition(".")[0]
+                if index.isdigit() and (input_name(head.rpartition("tensor '")[2]),
+                                        int(index)) in out:
+                    continue
+            mismatches = parsed.get(reason)
+            if mismatches is None:
+                mismatches = parsed[reason] = size_mismatches(reason)
+            for name, dim, expected, actual in mismatches:
+                key = (name, dim)
+                if key in out:
+                    continue
+                s = from_reasons.setdefault(key, Series(key[0], key[1], None))
+                if not s.values:  # the first graph's value is what the first recompile expected
+                    s.values.append((-1, expected))
+                if s.values[-1][0] != i:
+                    s.values.append((i, actual))
+    out.update(from_reasons)
+    return out
+
+
+def groups(found: dict[tuple[str, int], Series], graph_at: set[int]) -> list[list[Series]]:
+    """Varying dimensions grouped when they changed together (input_ids and attention_mask).
+
+    Only graph events decide the grouping: a limit hit's shapes may be known only in part.
+    """
+    grouped: dict[tuple[bool, tuple], list[Series]] = {}
+    for s in found.values():
+        if len(s.distinct) > 1:
+            at = map(graph_at.__contains__, map(itemgetter(0), s.values))  # -1: from a reason
+            together = tuple(compress(s.values, at)) if s.values[0][0] >= 0 else \
+                (s.values[0], *compress(s.values[1:], map(graph_at.__contains__,
+                                                          map(itemgetter(0), s.values[1:]))))
+            grouped.setdefault((s.role == "batch", together), []).append(s)
+    # a cache tensor leads its group: the masks sized to the cache follow it
+    return [sorted(g, key=lambda s: s.role != "cache") for g in grouped.values()]
+
+
+def is_generation(function: str, events: list[CompileEvent],
+                  found: dict[tuple[str, int], Series]) -> bool:
+    """Whether the events come from ``generate()``: a decoding wrapper or a KV cache."""
+    return (function == "wrapper"
+            or any(CACHE_NAME.search(n) or "cache_position" in n for n, _ in found)
+            or "past_key_values" in "\n".join(chain.from_iterable(map(attrgetter("reasons"),
+                                                                      events))))
+
+
+def scalar_guards(events: list[CompileEvent]) -> dict[str, list[int]]:
+    """Per guarded name, the values of failed ``name == <int>`` guards, in event order (the
+    first reason of each event: the guard of the graph used last)."""
+    found: dict[str, list[int]] = defaultdict(list)
+    if " == " not in "\n".join(chain.from_iterable(map(attrgetter("reasons"), events))):
+        return {}  # no guard of that form at all (one pass in C)
+    for e in events:
+        # a scalar guard reads "name == <int>": a reason without " == " has none
+        guard = scalar_guard(e.reasons[0]) if e.reasons and " == " in e.reasons[0] else None
+        if guard:
+            found[guard[0]].append(guard[1])
+    return dict(found)
+
+
+def consecutive(values: list[int]) -> bool:
+    """Four or more values one apart: what a cache growing by one token per step leaves."""
+    return len(values) >= 4 and all(b - a == 1 for a, b in zip(values, values[1:], strict=False))
+
+
+# A log shows which lengths compiled, not how often they will come back: assume each one recurs
+# this many times (a serving run, or the steps of an epoch), so padding is paid that often while
+# each bucket compiles once. Fewer calls would favour fewer buckets, more calls more buckets.
+CALLS_PER_LENGTH = 1000
+MAX_SUGGESTED_BUCKETS = 4
+
+
+def plan(seen: list[int]) -> list[int]:
+    """Bucket boundaries for the lengths a log saw (one entry per event, so repeats weigh more).
+
+    shapes.plan_buckets weighs one compile (60 s) against the padding of every call, each length
+    assumed to recur :data:`CALLS_PER_LENGTH` times; at most :data:`MAX_SUGGESTED_BUCKETS`.
+    """
+    from neuronkit.workloads.shapes import DEFAULT_TOKEN_COST_S, plan_buckets
+
+    plan = plan_buckets(sorted(seen), max_buckets=min(MAX_SUGGESTED_BUCKETS, len(set(seen))),
+                        token_cost_s=DEFAULT_TOKEN_COST_S * CALLS_PER_LENGTH)
+    return [int(b) for b in plan.boundaries]

@@ -1,0 +1,242 @@
+"""Compile budgets: fail a block (a test, a notebook cell) that compiles more than it should.
+
+    with nk.compile_budget(max_graphs=2, max_recompiles=0) as budget:
+        model(x)                      # any torch.compile work
+    budget.graphs, budget.recompiles, budget.compile_s
+
+At exit the events recorded inside the block are counted:
+
+- graphs: events of ``GRAPH_KINDS`` (first compiles and recompiles);
+- recompiles: events of kind ``recompile``;
+- compile seconds: the sum of ``total_s`` (Dynamo's time plus, on Neuron, the NEFF build);
+- graph breaks and failed compiles: reported, budgeted only with ``max_graph_breaks`` /
+  ``max_failures``.
+
+A ``limit_hit`` (torch reached its recompile limit and refused a graph, running eagerly instead)
+counts as one graph and one recompile: the code asked for one more, so a budget that a clean run
+meets still fails when the limit hides the recompiles.
+
+Over budget, :class:`CompileBudgetExceeded` (an ``AssertionError``, so pytest reports a failure)
+names each limit exceeded and shows the events counted against them. When the block itself
+raised, that exception goes on unmasked (with a note saying the budget was exceeded too).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable
+
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent, CompileLog
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuronkit.recorder.recorder import CompileRecorder
+
+__all__ = ["LIMITS", "CompileBudget", "CompileBudgetExceeded", "compile_budget"]
+
+# the limits a budget takes, and what each one counts
+LIMITS: tuple[str, ...] = ("max_graphs", "max_recompiles", "max_compile_s", "max_graph_breaks",
+                           "max_failures")
+_COUNTED: dict[str, Callable[[CompileEvent], bool]] = {
+    "max_graphs": lambda e: e.kind in GRAPH_KINDS or e.kind == "limit_hit",
+    "max_recompiles": lambda e: e.kind in ("recompile", "limit_hit"),
+    "max_compile_s": lambda e: e.total_s > 0,
+    "max_graph_breaks": lambda e: e.kind == "graph_break",
+    "max_failures": lambda e: e.kind == "failed",
+}
+_NOUNS = {"max_graphs": "graph", "max_recompiles": "recompile", "max_graph_breaks": "graph break",
+          "max_failures": "failed compile"}
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+class CompileBudgetExceeded(AssertionError):
+    """A block compiled more than its budget allows; the message shows the events over it."""
+
+    def __init__(self, message: str, exceeded: list[str], events: list[CompileEvent]) -> None:
+        super().__init__(message)
+        self.exceeded = exceeded
+        self.events = events
+
+
+def _check_count(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a non-negative int or None, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def _check_seconds(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a non-negative number of seconds or None, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return float(value)
+
+
+class CompileBudget(contextlib.ContextDecorator):
+    """The budget of one block (see the module docstring). After the block: ``events`` and
+    ``log`` (the block's events), the counts, ``exceeded`` (one line per limit over) and ``ok``."""
+
+    def __init__(self, max_graphs: int | None = None, max_recompiles: int | None = None,
+                 max_compile_s: float | None = None, *, max_graph_breaks: int | None = None,
+                 max_failures: int | None = None, recorder: CompileRecorder | None = None,
+                 log_path: str | os.PathLike[str] | None = None) -> None:
+        self.limits: dict[str, float | None] = {
+            "max_graphs": _check_count("max_graphs", max_graphs),
+            "max_recompiles": _check_count("max_recompiles", max_recompiles),
+            "max_compile_s": _check_seconds("max_compile_s", max_compile_s),
+            "max_graph_breaks": _check_count("max_graph_breaks", max_graph_breaks),
+            "max_failures": _check_count("max_failures", max_failures),
+        }
+        if recorder is not None and not (hasattr(recorder, "events") and hasattr(recorder, "start")):
+            raise TypeError(f"recorder must be a CompileRecorder, got {type(recorder).__name__}")
+        if log_path is not None and not isinstance(log_path, (str, os.PathLike)):
+            raise TypeError(f"log_path must be a path, got {type(log_path).__name__}")
+        self.recorder = recorder
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.log = CompileLog()
+        self._active: CompileRecorder | None = None
+        self._start = 0
+        self._started_here = False
+
+    # -- the counts -------------------------------------------------------------------------
+    @property
+    def events(self) -> list[CompileEvent]:
+        """The events recorded inside the block (so far, while it runs)."""
+        if self._active is not None:
+            return list(self._active.events[self._start:])
+        return list(self.log.events)
+
+    @property
+    def graphs(self) -> int:
+        return sum(1 for e in self.events if e.kind in GRAPH_KINDS)
+
+    @property
+    def recompiles(self) -> int:
+        return sum(1 for e in self.events if e.kind == "recompile")
+
+    @property
+    def compile_s(self) -> float:
+        return sum(e.total_s for e in self.events)
+
+    def counts(self) -> dict[str, float]:
+        """What each limit counts, over the block's events (limit hits included)."""
+        events = self.events
+        return {name: (sum(e.total_s for e in events) if name == "max_compile_s"
+                       else sum(1 for e in events if _COUNTED[name](e))) for name in LIMITS}
+
+    @property
+    def exceeded(self) -> list[str]:
+        """One line per limit exceeded: ``3 graphs > max_graphs=2``."""
+        lines = []
+        for name, count in self.counts().items():
+            limit = self.limits[name]
+            if limit is None or count <= limit:
+                continue
+            if name == "max_compile_s":
+                lines.append(f"{count:.2f} compile s > max_compile_s={limit:g}")
+            else:
+                lines.append(f"{_count(int(count), _NOUNS[name])} > {name}={int(limit)}")
+        return lines
+
+    @property
+    def ok(self) -> bool:
+        return not self.exceeded
+
+    def over_budget_events(self) -> list[CompileEvent]:
+        """The events counted against the limits exceeded, in order."""
+        counts = self.counts()
+        over = [name for name, limit in self.limits.items()
+                if limit is not None and counts[name] > limit]
+        return [e for e in self.events if any(_COUNTED[name](e) for name in over)]
+
+    def report(self) -> str:
+        """The verdict and, over budget, the table of the events counted against it."""
+        from neuronkit.views.text import format_events
+
+        exceeded = self.exceeded
+        counts = (f"{_count(self.graphs, 'graph')}, {_count(self.recompiles, 'recompile')}, "
+                  f"{self.compile_s:.2f} compile s in {_count(len(self.events), 'event')}")
+        if not exceeded:
+            return f"compile budget met: {counts}"
+        return (f"compile budget exceeded: {'; '.join(exceeded)}\n({counts})\n\n"
+                + format_events(self.over_budget_events()))
+
+    def check(self) -> None:
+        """Raise :class:`CompileBudgetExceeded` when the block's events are over budget."""
+        exceeded = self.exceeded
+        if exceeded:
+            raise CompileBudgetExceeded(self.report(), exceeded, self.over_budget_events())
+
+    # -- the block --------------------------------------------------------------------------
+    def _recreate_cm(self) -> CompileBudget:
+        """A fresh budget per decorated call (calls may nest or recurse)."""
+        fresh = CompileBudget(recorder=self.recorder, log_path=self.log_path)
+        fresh.limits = dict(self.limits)
+        return fresh
+
+    def __enter__(self) -> CompileBudget:
+        if self._active is not None:
+            raise RuntimeError("this compile budget is already in use; make one per block")
+        if self.recorder is None:
+            from neuronkit.recorder.recorder import CompileRecorder
+
+            recorder = CompileRecorder(self.log_path)
+        else:
+            recorder = self.recorder
+        self._started_here = not recorder.active
+        self._start = len(recorder.events)
+        recorder.start()
+        self._active = recorder
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        recorder, self._active = self._active, None
+        assert recorder is not None
+        try:
+            if self._started_here:
+                recorder.stop()
+            elif exc is None:
+                recorder.safe_point()  # NEFF build times resolved before they are counted
+        finally:
+            events = recorder.events[self._start:]
+            self.log = (recorder.log if self.recorder is None
+                        else CompileLog(events, header=recorder.log.header))
+        if self.recorder is not None and self.log_path is not None:
+            try:
+                self.log.save(self.log_path)
+            except OSError as error:  # never masks the block's own exception
+                if exc is None:
+                    raise
+                exc.add_note(f"could not save the compile log to {self.log_path}: {error}")
+        if exc is None:
+            self.check()
+        elif self.exceeded:
+            exc.add_note(f"compile budget exceeded too: {'; '.join(self.exceeded)}")
+
+
+def compile_budget(max_graphs: int | None = None, max_recompiles: int | None = None,
+                   max_compile_s: float | None = None, *, max_graph_breaks: int | None = None,
+                   max_failures: int | None = None, recorder: CompileRecorder | None = None,
+                   log_path: str | os.PathLike[str] | None = None) -> CompileBudget:
+    """``with nk.compile_budget(max_graphs=2, max_recompiles=0):`` raises
+    :class:`CompileBudgetExceeded` at exit when the block compiled more (also a decorator).
+
+    A limit of None is not checked. ``recorder``: count only the events it records inside the
+    block (started and stopped here if it is not running), else a recorder of its own, writing
+    ``log_path`` when given (with ``recorder``, the block's events are saved there at exit).
+    """
+    return CompileBudget(max_graphs, max_recompiles, max_compile_s,
+                         max_graph_breaks=max_graph_breaks, max_failures=max_failures,
+                         recorder=recorder, log_path=log_path)

@@ -1,0 +1,190 @@
+"""``neuronkit doctor`` checks for the native torch-neuronx ("TorchNeuron", Trn2/Trn3): how it
+compiles (``NEURON_LAUNCH_BLOCKING``), what it measures (``TORCH_NEURONX_METRICS_ENABLED``), what
+reaches neuronx-cc (``NEURON_CC_FLAGS``), where its NEFFs go (``TORCH_NEURONX_NEFF_CACHE_DIR``),
+and whether transformers / accelerate have the Neuron paths neuronkit uses.
+
+Reads the environment and package metadata only; whatever touches torch_neuronx is in device.py.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+
+from neuronkit.setup.device import DeviceReport, Finding, neuronx_build_defaults, package_version
+
+Check = Finding  # status "ok" | "warn" | "tip", name, text (what was found, and the fix)
+
+LAUNCH_BLOCKING_ENV = "NEURON_LAUNCH_BLOCKING"
+METRICS_ENV = "TORCH_NEURONX_METRICS_ENABLED"
+METRICS_ON = ("1", "true", "TRUE", "yes", "YES")  # the only values torch-neuronx accepts
+CC_FLAGS_ENV = "NEURON_CC_FLAGS"
+NEFF_CACHE_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
+NEFF_CACHE_DEFAULT = "/tmp/neff_cache"
+NEFF_DISABLE_ENV = "TORCH_NEURONX_NEFF_DISABLE_CACHE"
+NEFF_CACHE_FIX = f"set {NEFF_CACHE_ENV} to a writable folder (default {NEFF_CACHE_DEFAULT})"
+
+# First releases with each Neuron path neuronkit relies on, read from the released wheels'
+# source (training_args.py, modeling_utils.py, distributed/, accelerate/state.py).
+TRANSFORMERS_NEURON = (
+    ("5.4.0", "Trainer runs on the 'neuron' device (is_torch_neuron_available)"),
+    ("5.14.0", "TrainingArguments(torch_compile=True) picks torch_compile_backend='neuron', and "
+               "device_map='neuron' skips the allocator warm-up Neuron lacks"),
+    ("5.15.0", "the 'neuron' torch.distributed backend for the neuron device"),
+    ("5.16.1", "from transformers import DistributedConfig (tp_size / fsdp_size)"),
+)
+ACCELERATE_NEURON = (
+    ("1.13.0", "accelerate knows the 'neuron' device (PartialState, MULTI_NEURON, device maps)"),
+)
+
+__all__ = ["settings_checks", "library_checks", "launch_blocking_check", "metrics_check",
+           "cc_flags_check", "neff_cache_check", "missing_features", "Check", "METRICS_ON",
+           "NEFF_CACHE_DEFAULT", "NEFF_CACHE_FIX", "TRANSFORMERS_NEURON", "ACCELERATE_NEURON"]
+
+_SYNC = ("sync mode: neuronx-cc time of torch.compile graphs lands inside Dynamo's compile time, "
+         "and eager ops bypass the C++ compilation cache (no kernel counts or timings for them)")
+_ASYNC = ("async mode: NEFF builds finish on a worker thread after Dynamo returns (their time is "
+          "in get_dynamo_metrics(), not in Dynamo's compile time; errors surface at the next "
+          "synchronize())")
+
+
+def settings_checks(report: DeviceReport, env: Mapping[str, str] | None = None) -> list[Check]:
+    """The compile settings of native torch-neuronx. Where it is not installed, a setting is
+    shown only when its variable is set (``NEURON_CC_FLAGS`` always)."""
+    env = os.environ if env is None else env
+    native = report.stack == "native"
+    out = []
+    if native or LAUNCH_BLOCKING_ENV in env:
+        out.append(launch_blocking_check(env))
+    if native or METRICS_ENV in env:
+        out.append(metrics_check(env))
+    out.append(cc_flags_check(report.stack, env))
+    disabled = neff_cache_check(env)
+    if disabled is not None:
+        out.append(disabled)
+    return out
+
+
+def launch_blocking_check(env: Mapping[str, str]) -> Check:
+    """Which mode is in effect: ``"1"`` sync, anything else async, unset: the build decides."""
+    value = env.get(LAUNCH_BLOCKING_ENV)
+    build, default = neuronx_build_defaults()
+    once = "read once per process: set it before importing torch_neuronx"
+    if value is None and default is None:
+        return Check("ok", LAUNCH_BLOCKING_ENV, "not set: the default depends on the torch-neuronx "
+                     "build (RELEASE builds default to sync, DEV builds to async). "
+                     f"'1' = {_SYNC}. '0' = {_ASYNC}. Set it to know which ({once})")
+    effective = value if value is not None else default
+    mode = _SYNC if effective == "1" else _ASYNC
+    if value is None:
+        where = f"not set: this {build or 'torch-neuronx'} build defaults to {effective!r}"
+    elif value == default:
+        where = f"{value!r}, this {build or 'torch-neuronx'} build's default"
+    else:
+        where = f"{value!r}"
+    other = "'0' gives async mode" if effective == "1" else "'1' gives sync mode"
+    return Check("ok", LAUNCH_BLOCKING_ENV, f"{where} = {mode}. {other} ({once})")
+
+
+def metrics_check(env: Mapping[str, str]) -> Check:
+    """``TORCH_NEURONX_METRICS_ENABLED``: on, misspelt, off, or not set (then a tip)."""
+    value = env.get(METRICS_ENV)
+    enable = f"export {METRICS_ENV}=1 (accepted: {'/'.join(METRICS_ON)}) before starting Python"
+    if value in METRICS_ON:
+        return Check("ok", METRICS_ENV, f"{value!r}: kernel compiles are counted and timed "
+                     "(CompilationCache.TotalCompilations / CompilationTime in "
+                     "torch_neuronx.metrics)")
+    if value is not None and value.strip().lower() in ("1", "true", "yes", "on", "y", "enabled"):
+        return Check("warn", METRICS_ENV, f"{value!r} does not turn metrics on: torch-neuronx "
+                     f"accepts only {', '.join(METRICS_ON)}. Fix: {enable}")
+    what = "not set" if value is None else f"{value!r} (off)"
+    return Check("tip", METRICS_ENV, f"{what}: torch-neuronx records no kernel compile timings or "
+                 f"cache hit/miss counters. To see them: {enable}")
+
+
+def cc_flags_check(stack: str, env: Mapping[str, str]) -> Check:
+    """``NEURON_CC_FLAGS``: parseable, honest about quoting, no XLA-era ``--cache_dir``."""
+    flags = env.get(CC_FLAGS_ENV)
+    if not flags or not flags.strip():
+        return Check("ok", CC_FLAGS_ENV, "not set: neuronx-cc gets torch-neuronx's defaults only "
+                     "(eager ops -O1, graphs -O2; NEURON_COMPILER_OPT_LEVEL changes the level)")
+    native = ("native torch-neuronx passes it straight to neuronx-cc, split on whitespace (no "
+              "quoting), and it is part of the compile-cache key, so changing it recompiles every "
+              "graph")
+    problems, fixes, serious = [], [], False
+    try:
+        quoted = shlex.split(flags) != flags.split()
+    except ValueError as exc:
+        problems.append(f"cannot be parsed ({exc})")
+        fixes.append("balance or drop the quotes")
+        serious = True
+    else:
+        if quoted and stack != "xla":
+            problems.append("uses quotes, which native torch-neuronx passes on as they are")
+            fixes.append("drop the quotes (one option per word)")
+            serious = True
+    if stack != "xla" and any(w.split("=", 1)[0] == "--cache_dir" for w in flags.split()):
+        problems.append("has --cache_dir, an option of the XLA-based torch-neuronx that the "
+                        "native NEFF cache ignores (neuronx-cc receives it as is)")
+        fixes.append(f"remove --cache_dir and {NEFF_CACHE_FIX}")
+        serious = serious or stack == "native"
+    if not problems:
+        return Check("ok", CC_FLAGS_ENV, f"{flags!r}: {native}")
+    return Check("warn" if serious else "ok", CC_FLAGS_ENV,
+                 f"{flags!r} {'; '.join(problems)}. Note: {native}. Fix: {'; '.join(fixes)}")
+
+
+def neff_cache_check(env: Mapping[str, str]) -> Check | None:
+    """A warning when the native NEFF cache on disk is switched off, else None (the folder
+    itself is the compile cache section's)."""
+    if env.get(NEFF_DISABLE_ENV) != "1":
+        return None
+    return Check("warn", "neff cache", f"{NEFF_DISABLE_ENV}=1: native torch-neuronx keeps no NEFF "
+                 f"on disk, so every new process recompiles every graph. Fix: unset "
+                 f"{NEFF_DISABLE_ENV}")
+
+
+def missing_features(version: str | None,
+                     table: tuple[tuple[str, str], ...]) -> list[tuple[str, str]] | None:
+    """The (first version, feature) rows ``version`` lacks; None when it cannot be compared."""
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:  # pragma: no cover - packaging comes with transformers
+        return None
+    try:
+        have = Version(version) if version else None
+    except InvalidVersion:
+        return None
+    if have is None:
+        return None
+    return [(first, what) for first, what in table if have < Version(first)]
+
+
+def _library_check(name: str, dist: str, table: tuple[tuple[str, str], ...], ok: str) -> Check:
+    need = table[-1][0]
+    pin = f"'{dist}>={need},<6'" if dist == "transformers" else f"'{dist}>={need}'"
+    version = package_version(dist)
+    if version is None:
+        return Check("warn", name, f"{dist} is not installed. Fix: pip install {pin}")
+    missing = missing_features(version, table)
+    if missing is None:
+        return Check("ok", name, f"{dist} {version}: cannot check its Neuron paths (not a release "
+                     f"version); they need {dist}>={need}. {ok}")
+    if not missing:
+        return Check("ok", name, ok)
+    lacks = "; ".join(f"{what} (from {first})" for first, what in missing)
+    return Check("warn", name, f"{dist} {version} lacks Neuron paths neuronkit uses: {lacks}. "
+                 f"Fix: pip install {pin}")
+
+
+def library_checks() -> list[Check]:
+    """Whether the installed transformers and accelerate have the Neuron paths neuronkit uses."""
+    return [
+        _library_check("Trainer on Neuron", "transformers", TRANSFORMERS_NEURON,
+                       "this transformers knows the neuron device; its Trainer compiles with "
+                       "dynamic=False there, so every new padded length recompiles. Fix: "
+                       "nk.fixed_shape_args + nk.FixedLengthCollator"),
+        _library_check("accelerate", "accelerate", ACCELERATE_NEURON,
+                       "this accelerate knows the neuron device (Trainer's device and "
+                       "process group come from it)"),
+    ]

@@ -1,0 +1,356 @@
+"""Distributed runs: which rank this is, one compile log per rank, merging them, launching torchrun.
+
+Compile events are per process: each rank compiles (and recompiles) on its own. Each rank writes
+``<base>.rank<N>.jsonl``; :func:`merge_logs` folds them into one :class:`CompileLog` whose events
+all carry their rank, so charts and advice can compare ranks.
+
+    result = nk.launch("train.py", nproc_per_node=2, log_dir="logs")   # torchrun, streamed
+    log = nk.merge_logs(result.log_paths)
+
+Trainer with tensor parallelism (``DistributedConfig(tp_size=N)``) only runs where accelerate
+supports it: FSDP2 or multi-accelerator runs (Neuron, CUDA). On CPU accelerate refuses it; use
+:func:`check_trainer_parallelism` before building the Trainer to get the explanation and the
+workaround (a plain training loop here; Trainer on Neuron).
+
+The groups of ranks of a tensor-parallel x FSDP layout, and what each compiled: ``rank_groups.py``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neuronkit.events.event import CompileLog
+from neuronkit.recorder.recorder import default_rank
+
+LOG_DIR_ENV = "NEURONKIT_LOG_DIR"   # launch() tells the ranks where to write their logs
+_RANK_IN_NAME = re.compile(r"\.rank(\d+)\.jsonl$")
+_AGENT_LOG = re.compile(r"^[IWE]\d{4} [\d:.]+ \d+ \S*torch/distributed/")
+_FAILED_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n?"
+                          r"\s*exitcode\s*:\s*(-?\d+)")
+
+__all__ = ["rank", "world_size", "rank_log_path", "find_rank_logs", "merge_logs", "launch",
+           "LaunchResult", "LaunchError", "TrainerParallelismError", "check_trainer_parallelism",
+           "LOG_DIR_ENV"]
+
+
+def rank() -> int:
+    """$RANK, else the torch.distributed rank when initialised, else 0."""
+    return default_rank()
+
+
+def world_size() -> int:
+    """$WORLD_SIZE, else the torch.distributed world size when initialised, else 1."""
+    if os.environ.get("WORLD_SIZE", "").isdigit():
+        return int(os.environ["WORLD_SIZE"])
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_world_size())
+    return 1
+
+
+# -- per-rank logs -----------------------------------------------------------------------------
+def rank_log_path(base: str | os.PathLike[str], rank: int | None = None) -> Path:
+    """``logs/c.jsonl`` -> ``logs/c.rank1.jsonl``; a folder -> ``<folder>/compile.rank1.jsonl``.
+
+    ``rank`` defaults to this process's rank ($RANK, else torch.distributed, else 0).
+    """
+    rank = default_rank() if rank is None else rank
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise ValueError(f"rank must be a non-negative int, got {rank!r}")
+    base = Path(base)
+    if base.is_dir() or str(base).endswith(("/", os.sep)) or not base.name:
+        return base / f"compile.rank{rank}.jsonl"
+    name = re.sub(r"\.rank\d+$", "", base.name.removesuffix(".jsonl"))
+    return base.with_name(f"{name}.rank{rank}.jsonl")
+
+
+def find_rank_logs(folder: str | os.PathLike[str], newer_than: float | None = None) -> list[Path]:
+    """The ``*.rank<N>.jsonl`` files in ``folder``, by rank (optionally only recently written)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.glob("*.rank*.jsonl") if _RANK_IN_NAME.search(p.name)
+             and (newer_than is None or p.stat().st_mtime >= newer_than)]
+    return sorted(found, key=_by_rank)
+
+
+def _by_rank(path: Path) -> tuple[int, str]:
+    """Sort key of a ``*.rank<N>.jsonl`` path: (N, name)."""
+    match = _RANK_IN_NAME.search(path.name)
+    assert match is not None  # find_rank_logs keeps only names that match
+    return int(match.group(1)), path.name
+
+
+def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.PathLike[str]
+               ) -> CompileLog:
+    """One log from the per-rank logs (paths, loaded logs, or a folder holding ``*.rank<N>.jsonl``).
+
+    Every event carries its rank: a file's rank comes from its header, else its name, and is
+    stamped on its events. The merged header lists all ranks, including ranks with no events.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        folder = Path(paths)
+        if not folder.is_dir():
+            raise ValueError(f"merge_logs takes a list of per-rank logs or a folder of them; "
+                             f"{folder} is not a folder")
+        paths = find_rank_logs(folder)
+        if not paths:
+            raise ValueError(f"no *.rank<N>.jsonl logs in {folder}")
+    logs: list[CompileLog] = []
+    owner: dict[int, str] = {}
+    path: Path | None
+    for item in paths:
+        if isinstance(item, CompileLog):
+            path, log = None, item
+        else:
+            path = Path(item)
+            log = CompileLog.load(path)
+        where = str(path or log.path or f"log #{len(logs)}")
+        file_rank = _rank_of(log, path or log.path)
+        if file_rank is not None:
+            if file_rank in owner:
+                raise ValueError(f"two logs for rank {file_rank}: {owner[file_rank]} and {where}")
+            owner[file_rank] = where
+            if any(e.rank != file_rank for e in log.events):
+                log = CompileLog([dataclasses.replace(e, rank=file_rank) for e in log.events],
+                                 header=log.header)
+        logs.append(log)
+    if not logs:
+        raise ValueError("merge_logs got no logs")
+    merged = CompileLog.merge(logs)
+    merged.header["ranks"] = sorted(set(merged.header.get("ranks", [])) | set(owner))
+    merged.header.pop("rank", None)
+    merged.header["sources"] = [owner[r] for r in sorted(owner)]
+    return merged
+
+
+def _rank_of(log: CompileLog, path: Path | None) -> int | None:
+    value = log.header.get("rank")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _RANK_IN_NAME.search(path.name) if path is not None else None
+    return int(match.group(1)) if match else None
+
+
+# -- Trainer + tensor parallelism --------------------------------------------------------------
+class TrainerParallelismError(RuntimeError):
+    """Trainer cannot run this parallel layout on this device."""
+
+
+def check_trainer_parallelism(model: Any, device: str | None = None) -> None:
+    """Raise a clear error when Trainer would refuse ``model`` (tensor parallel on CPU).
+
+    accelerate accepts a tensor-parallel layout only under FSDP2 or on several accelerators; on
+    CPU (gloo, DistributedType.MULTI_CPU) Trainer fails at construction with
+    "ParallelismConfig is only compatible DistributedType.FSDP ...". Call this before Trainer.
+    """
+    tp = int(getattr(model, "tp_size", None) or 1)
+    if tp <= 1:
+        return
+    if device is None:
+        param = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+        device = getattr(getattr(param, "device", None), "type", None) or "cpu"
+    kind = str(device).partition(":")[0]
+    fsdp = getattr(model, "fsdp_size", None)
+    sizes = f"tp_size={tp}" + (f", fsdp_size={fsdp}" if isinstance(fsdp, int) and fsdp > 1 else "")
+    also = (" (the model's own FSDP sharding does not change that: on CPU accelerate's "
+            "distributed type stays MULTI_CPU)" if "fsdp" in sizes else "")
+    if kind == "cpu":
+        raise TrainerParallelismError(
+            f"this model is tensor parallel ({sizes}) on CPU, and Trainer cannot train that: "
+            "accelerate accepts a tensor-parallel model only with FSDP2 or on several accelerators "
+            "(Neuron, CUDA), and would fail in Trainer(...) with 'ParallelismConfig is only "
+            f"compatible DistributedType.FSDP ... but got DistributedType.MULTI_CPU'{also}. Here, "
+            "train it with a plain loop (create the optimizer, then forward/backward/step; see "
+            "`python -m neuronkit.examples.distributed_training --tp-size N [--fsdp-size M]`), "
+            "or use DistributedConfig(fsdp_size=N) with Trainer. On Neuron the same Trainer "
+            "script works.")
+
+
+# -- launching torchrun ------------------------------------------------------------------------
+@dataclass
+class LaunchResult:
+    """What a :func:`launch` run left: exit code, its output lines, the rank logs it wrote."""
+
+    returncode: int
+    lines: list[str] = field(default_factory=list)
+    log_paths: list[Path] = field(default_factory=list)
+    wall_s: float = 0.0
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def merged_log(self) -> CompileLog:
+        return merge_logs(self.log_paths)
+
+
+class LaunchError(RuntimeError):
+    """A launched run failed (a rank exited non-zero) or ran out of time."""
+
+    def __init__(self, message: str, result: LaunchResult):
+        super().__init__(message)
+        self.result = result
+
+
+def launch(script: str | os.PathLike[str], nproc_per_node: int = 2, args: Sequence[str] = (),
+           timeout_s: float = 300.0, env: dict[str, str] | None = None,
+           cwd: str | os.PathLike[str] | None = None, *, log_dir: str | os.PathLike[str] | None
+           = None, on_line: Callable[[str], Any] | None = print, tail: int = 30) -> LaunchResult:
+    """Run ``torchrun --standalone --nproc_per_node=N script args`` and stream its output.
+
+    ``script`` is a ``.py`` file or a module name (run with ``-m``). Output lines go to
+    ``on_line`` as they arrive (default ``print``: works in a notebook; None: silent). The run is
+    killed (its whole process group) after ``timeout_s``. ``log_dir`` is passed to the ranks as
+    $NEURONKIT_LOG_DIR and searched for the ``*.rank<N>.jsonl`` logs written during the run.
+    A failed rank raises :class:`LaunchError` naming the rank, its exit code and the last lines.
+    The ranks run unbuffered and share one pipe: a rank that writes each line in one call
+    (``sys.stdout.write(line + "\\n")``) never has its lines split by another rank's.
+    """
+    if isinstance(nproc_per_node, bool) or not isinstance(nproc_per_node, int) \
+            or nproc_per_node < 1:
+        raise ValueError(f"nproc_per_node must be a positive int, got {nproc_per_node!r}")
+    if isinstance(args, (str, bytes)):
+        raise TypeError("args must be a list of strings, e.g. ['--steps', '4'], not one string")
+    target = Path(script)
+    where = target if target.is_absolute() or cwd is None else Path(cwd) / target
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={nproc_per_node}"]
+    if target.suffix == ".py" or where.exists():
+        if not where.is_file():
+            raise FileNotFoundError(f"training script not found: {where}")
+        command.append(str(target))
+    elif re.fullmatch(r"[A-Za-z_][\w.]*", str(script)):
+        command += ["-m", str(script)]
+    else:
+        raise FileNotFoundError(f"{script!r} is neither a .py file nor a module name")
+    command += [str(a) for a in args]
+    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    child_env.setdefault("OMP_NUM_THREADS", "1")
+    if log_dir is not None:
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        child_env[LOG_DIR_ENV] = str(Path(log_dir).resolve())
+
+    started = time.time()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            bufsize=1, env=child_env, cwd=cwd, start_new_session=True,
+                            errors="replace")
+    lines: list[str] = []
+    lines_q: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines_q.put(line.rstrip("\n"))
+        lines_q.put(None)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    timed_out, done = False, False
+    try:
+        while not done:
+            left = started + timeout_s - time.time()
+            if left <= 0:
+                timed_out = True
+                break
+            try:
+                line = lines_q.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            if line is None:
+                done = True
+                continue
+            lines.append(line)
+            if on_line is not None:
+                on_line(line)
+        if not timed_out:           # output closed: the run is ending; still bound the wait
+            try:
+                proc.wait(timeout=max(0.1, started + timeout_s - time.time()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        if timed_out:
+            _kill_group(proc)
+        returncode = proc.wait()
+        reader.join(timeout=5)
+    except BaseException:       # Ctrl-C, or on_line raised: never leave torchrun running
+        _kill_group(proc)
+        raise
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+    while not lines_q.empty():  # what arrived while the run was being stopped
+        line = lines_q.get_nowait()
+        if line is not None:
+            lines.append(line)
+    logs = find_rank_logs(log_dir, newer_than=started - 1) if log_dir is not None else []
+    result = LaunchResult(returncode, lines, logs, time.time() - started, command)
+    if timed_out:
+        last = "\n".join(f"  | {ln}" for ln in lines[-tail:])
+        raise LaunchError(f"torchrun ran past timeout_s={timeout_s:g} s and was stopped (all "
+                          f"ranks killed). Last lines:\n{last}", result)
+    if returncode != 0:
+        raise LaunchError(f"torchrun failed: {_failure(lines, returncode, tail)}", result)
+    return result
+
+
+def _failure(lines: list[str], returncode: int, tail: int) -> str:
+    """Which rank failed first, with what, and its last lines (torchrun prefixes them [rankN]:)."""
+    text = "\n".join(lines)
+    failed = sorted({(int(r), int(c)) for r, c in _FAILED_RANK.findall(text)})
+    cut = text.rfind("Root Cause")
+    match = _FAILED_RANK.search(text, cut) if cut >= 0 else None
+    root = (int(match.group(1)), int(match.group(2))) if match else (failed[0] if failed else None)
+    if root is None:
+        raised = sorted({int(m) for ln in lines for m in re.findall(r"^\[rank(\d+)\]:", ln)})
+        root = (raised[0], returncode) if raised else None
+    if root is None:
+        own, head = [], f"exit code {returncode}"
+    else:
+        prefix = f"[rank{root[0]}]:"
+        own = [ln[len(prefix):].removeprefix(" ") for ln in lines if ln.startswith(prefix)]
+        head = f"rank {root[0]} exited with code {root[1]}"
+        others = [f"rank {r} ({c})" for r, c in failed if r != root[0]]
+        if own:
+            head += f": {own[-1]}"
+        if others:
+            head += f"\n(other ranks stopped too: {', '.join(others)})"
+    shown = own or _worker_lines(lines) or lines
+    last = "\n".join(f"  | {ln}" for ln in shown[-tail:])
+    whose = f"rank {root[0]}'s" if own and root is not None else "the"
+    return f"{head}\n{whose} last {min(tail, len(shown))} lines:\n{last}"
+
+
+def _worker_lines(lines: list[str]) -> list[str]:
+    """The ranks' own output: torchrun's log lines and its closing traceback and summary removed."""
+    end = next((i for i, ln in enumerate(lines) if "ChildFailedError" in ln), len(lines))
+    if end < len(lines):
+        end = max((k for k in range(end) if lines[k].startswith("Traceback (most recent")),
+                  default=end)
+    return [ln for ln in lines[:end] if not _AGENT_LOG.match(ln)]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the run's process group (torchrun and every rank), SIGKILL after 5 s."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
