@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import neuronkit as nk
-from neuronkit.events.event import CompileLog
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.text import format_report
 
 GOAL_TOTAL_S = 3.0

@@ -23,14 +23,14 @@ _EXPORTS: dict[str, str] = {
     "ShapeAudit": "workloads.shape_audit",
     "generate": "workloads.generation", "GenerationResult": "workloads.generation", "pipeline": "setup.pipelines",
     "BatchProgress": "workloads.progress",
-    "RecompileLimitWarning": "workloads.recompile_limit", "UnboundedCacheError": "workloads.static_cache",
+    "RecompileLimitWarning": "setup.decode_graphs", "UnboundedCacheError": "workloads.static_cache",
     "fixed_shape_args": "workloads.training", "FixedLengthCollator": "workloads.collate",
     "CompileEventsCallback": "workloads.training", "StaticShapeWarning": "workloads.training",
     "RecompileWarning": "workloads.training",
     "merge_logs": "workloads.distributed", "rank_log_path": "workloads.distributed", "launch": "workloads.distributed",
-    "CompileEvent": "events.event", "CompileLog": "events.event", "LogFormatError": "events.event",
+    "CompileEvent": "events.event", "CompileLog": "log.compile_log", "LogFormatError": "events.schema",
     "CompileRecorder": "recorder.recorder", "forecast_kernels": "sources.kernel_forecast",
-    "diagnose": "advice.diagnose", "Advice": "advice.diagnose",
+    "diagnose": "advice.diagnose", "Advice": "advice.finding",
     "inspect_cache": "setup.cache", "CacheReport": "setup.cache",
     "compile_budget": "apps.budget", "CompileBudgetExceeded": "apps.budget",
     "warmup": "workloads.warm_up", "WarmupManifest": "workloads.warm_up",
@@ -40,20 +40,23 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
-    from .advice.diagnose import Advice, diagnose
+    from .advice.diagnose import diagnose
+    from .advice.finding import Advice
     from .apps.budget import CompileBudgetExceeded, compile_budget
     from .setup.cache import CacheReport, inspect_cache
     from .setup.device import (DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect,
                          resolve_device)
     from .workloads.distributed import launch, merge_logs, rank_log_path
-    from .events.event import CompileEvent, CompileLog, LogFormatError
+    from .events.event import CompileEvent
+    from .events.schema import LogFormatError
+    from .log.compile_log import CompileLog
     from .workloads.generation import GenerationResult, generate
     from .setup.hub import ModelChoice, model_or_tiny
     from .setup.models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
                          check_placement, load_model, load_tokenizer, tiny_model)
     from .setup.pipelines import pipeline
     from .workloads.progress import BatchProgress
-    from .workloads.recompile_limit import RecompileLimitWarning
+    from .setup.decode_graphs import RecompileLimitWarning
     from .recorder.recorder import CompileRecorder
     from .workloads.shape_audit import ShapeAudit, audit_shapes
     from .workloads.shapes import Buckets, plan_buckets

@@ -5,8 +5,10 @@ import warnings
 
 import pytest
 
-from neuronkit.advice.diagnose import Advice, diagnose
-from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.advice.finding import Advice
+from neuronkit.advice.diagnose import diagnose
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 
 
 def make_log(events: list[CompileEvent], wall: float | None = None) -> CompileLog:

@@ -12,7 +12,9 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from neuronkit.views import chart_layout, charts
-from neuronkit.events.event import CompileEvent, CompileLog, EventKind, graphs
+from neuronkit.events.event import CompileEvent, EventKind
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import graphs
 
 # (function, kind, started_at, duration_s, rank)
 ROWS = [("forward", "first", 100.0, 0.5, 0), ("forward", "recompile", 102.0, 0.4, 1),
@@ -186,7 +188,7 @@ def test_figures_from_threads():
 
 
 def test_charts_do_not_use_pyplot():
-    code = ("import sys; from neuronkit.views import charts; from neuronkit.events.event import CompileLog;"
+    code = ("import sys; from neuronkit.views import charts; from neuronkit.log.compile_log import CompileLog;"
             "charts.png_bytes(charts.timeline(CompileLog()));"
             " print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.apps import cli
 from neuronkit.views import text
 from neuronkit.views.charts import PNG_SIGNATURE

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
 
-from neuronkit.events.event import CompileEvent, CompileLog, shape_key
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import shape_key
 from neuronkit.views import charts
 from neuronkit.views.compare import (NEURON_COMPILE_COST_S, RUN_COLOURS, Comparison, GraphCountChange,
                                      compare_chart, compare_logs, comparison_html, comparison_text,

@@ -58,7 +58,8 @@ def dashboard_notebook(folder: Path, model_path: Path) -> Path:
 
 def uploaded_log(folder: Path) -> Path:
     """A small saved log: a first compile and two recompiles of one function."""
-    from neuronkit.events.event import CompileEvent, CompileLog
+    from neuronkit.events.event import CompileEvent
+    from neuronkit.log.compile_log import CompileLog
 
     log = CompileLog(header={"format": "neuronkit-compile-log", "version": 2,
                              "device": "cpu", "backend": "eager"})

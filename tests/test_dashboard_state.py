@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from neuronkit.setup.models import ModelNotFoundError
-from neuronkit.events.event import FORMAT, CompileEvent, CompileLog
+from neuronkit.events.schema import FORMAT
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.sources.starts import CompileStart
 from neuronkit.apps.dashboard.runs import export_target, run_name
 from neuronkit.apps.dashboard.state import DashboardState

@@ -17,7 +17,8 @@ import neuronkit as nk
 from neuronkit.workloads.distributed import (LaunchError, TrainerParallelismError,
                                              check_trainer_parallelism, find_rank_logs, launch, merge_logs,
                                              rank, rank_log_path)
-from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.examples import distributed_training
 
 
@@ -124,7 +125,8 @@ def test_example_layout_from_the_command_line():
 SCRIPT = textwrap.dedent("""
     import os, sys, time
     from neuronkit.workloads.distributed import rank_log_path
-    from neuronkit.events.event import CompileEvent, CompileLog
+    from neuronkit.events.event import CompileEvent
+    from neuronkit.log.compile_log import CompileLog
     rank = int(os.environ["RANK"])
     mode = sys.argv[1]
     # one write per line: the ranks share one pipe, and unbuffered print() writes the text and

@@ -9,8 +9,10 @@ import textwrap
 import pytest
 
 from neuronkit.views.chrome_trace import write_chrome_trace
-from neuronkit.events.event import (FORMAT, FORMAT_VERSION, CompileEvent, CompileLog, LogFormatError,
-                                    function_labels, short_label)
+from neuronkit.events.schema import FORMAT, FORMAT_VERSION, LogFormatError
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import function_labels, short_label
 
 
 def event(function="forward", started_at=100.0, duration_s=0.5, n=3, kind="recompile", rank=0,
@@ -57,7 +59,8 @@ def test_each_event_is_on_disk_as_soon_as_it_is_appended(tmp_path):
 
 KILLED_WRITER = textwrap.dedent("""
     import os, signal, sys
-    from neuronkit.events.event import CompileEvent, CompileLog
+    from neuronkit.events.event import CompileEvent
+    from neuronkit.log.compile_log import CompileLog
     log = CompileLog(path=sys.argv[1])
     for i in range(3):
         log.append(CompileEvent(compile_id=f"0/{i}", function="forward", input_shapes={"x": [i]}))
@@ -222,7 +225,8 @@ def test_unknown_fields_are_ignored_on_load():
 
 
 def test_shared_view_helpers():
-    from neuronkit.events.event import GRAPH_KINDS, as_events
+    from neuronkit.events.event import GRAPH_KINDS
+    from neuronkit.events.facts import as_events
 
     events = [CompileEvent(kind=k) for k in ("first", "recompile", "limit_hit", "failed")]
     assert as_events(CompileLog(events)) == events and as_events(tuple(events)) == events

@@ -14,7 +14,7 @@ import torch
 
 import neuronkit as nk
 from neuronkit.examples.families import FAMILIES, tiny_family
-from neuronkit.workloads.recompile_limit import RecompileLimitWarning, decode_code, held_graphs
+from neuronkit.setup.decode_graphs import RecompileLimitWarning, decode_code, held_graphs
 from neuronkit.workloads.static_cache import UnboundedCacheError, bounded_static_cache
 
 PROMPTS = ["the cat", "the cat sat on a mat while rain fell", "quiet hills and rivers ran to the sea",

@@ -17,9 +17,10 @@ import warnings
 
 import pytest
 
-from neuronkit.events import event as events_module
-from neuronkit.events.event import (FORMAT, FORMAT_VERSION, CompileEvent, CompileLog, LogFolderError,
-                                    LogFormatError)
+from neuronkit.log import compile_log
+from neuronkit.events.schema import FORMAT, FORMAT_VERSION, LogFolderError, LogFormatError
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 
 HEADER = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "device": "cpu"})
 
@@ -169,7 +170,7 @@ def test_a_write_that_failed_mid_line_loses_only_that_line(tmp_path, monkeypatch
             os.write(fd, bytes(data[: len(data) // 2]))
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(events_module, "os", HalfWrite())
+    monkeypatch.setattr(compile_log, "os", HalfWrite())
     with pytest.raises(OSError, match="No space"):
         log.append(CompileEvent(function="f", started_at=2.0))
     monkeypatch.undo()
@@ -399,10 +400,10 @@ MUTATIONS = [
 def test_the_block_decoder_and_the_line_checker_agree(tmp_path, change):
     """Each line is judged the same whether its block decodes at once (msgspec) or line by line
     (the checker that names the field): a crafted value never slips through the fast path."""
-    from neuronkit.log.reader import _event_problem
+    from neuronkit.events.schema import event_problem
 
     data = {**json.loads(good(1)), **change}
-    expected_ok = _event_problem(data, set()) is None
+    expected_ok = event_problem(data, set()) is None
     path = write(tmp_path, HEADER, good(0), json.dumps(data), good(2))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -10,7 +10,8 @@ import torch
 from neuron_fake import installed_fake
 
 import neuronkit as nk
-from neuronkit.events.event import CompileLog, neff_seconds, total_seconds
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import neff_seconds, total_seconds
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import neuronkit as nk
-from neuronkit.workloads.generation import BatchTiming
+from neuronkit.workloads.progress import BatchTiming
 from neuronkit.workloads.progress import eta_s, new_shapes
 
 

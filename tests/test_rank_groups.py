@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from neuronkit.workloads.distributed import launch, merge_logs
-from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.workloads.rank_groups import (RankGroup, format_group_compiles, fsdp_shard, group_compiles,
                                              mesh_rank_groups, rank_groups)
 

@@ -16,7 +16,7 @@ import torch._dynamo
 
 import neuronkit as nk
 from neuronkit.sources import dynamo as sources
-from neuronkit.events.event import CompileLog
+from neuronkit.log.compile_log import CompileLog
 
 
 class Net(torch.nn.Module):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 
 
 def _event(kind, duration_s, function="forward", location="m.py:1", rank=0):

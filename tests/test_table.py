@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 from _html import parse
 
-from neuronkit.advice.diagnose import Advice
-from neuronkit.events.event import KINDS, CompileEvent, CompileLog
+from neuronkit.advice.finding import Advice
+from neuronkit.events.event import KINDS, CompileEvent
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.views import table as table_module
 from neuronkit.views import html as html_module
 from neuronkit.views.html import KIND_CLASSES, UNKNOWN_CLASS, events_table_html, table_page_html

@@ -8,8 +8,10 @@ import pytest
 
 from neuronkit.sources.torch_text import short_reason
 from neuronkit.views import text as report
-from neuronkit.advice.diagnose import Advice, diagnose
-from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.advice.finding import Advice
+from neuronkit.advice.diagnose import diagnose
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 
 
 def mismatch(name: str, old: int, new: int) -> str:
@@ -356,7 +358,8 @@ def test_text_cuts_do_not_move_with_the_times_measured():
     compare their stored tables with fresh ones, numbers masked and spaces collapsed."""
     import re
 
-    from neuronkit.events.event import CompileEvent, CompileLog
+    from neuronkit.events.event import CompileEvent
+    from neuronkit.log.compile_log import CompileLog
     from neuronkit.views.text import format_events
 
     def masked(last_start: float) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from neuronkit.events.event import CompileLog
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.sources.trace_import import is_trace_folder, read_torch_trace
 from neuronkit.apps.cli import main
 from neuronkit.apps.dashboard.state import DashboardState

@@ -18,8 +18,9 @@ import ipywidgets as w
 import pytest
 from _html import Tags, parse
 
-from neuronkit.advice.diagnose import Advice
-from neuronkit.events.event import KINDS, CompileEvent, CompileLog
+from neuronkit.advice.finding import Advice
+from neuronkit.events.event import KINDS, CompileEvent
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.views import html as views_html
 from neuronkit.views.chrome_trace import write_chrome_trace
 from neuronkit.apps.dashboard.state import DashboardState

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.events.event import CompileLog
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.apps.cli import main
 
 from neuronkit.workloads.warm_up import WarmupManifest, WarmupStep, _filler_prompt, new_token_band, warmup

@@ -13,7 +13,8 @@ import pytest
 
 from neuronkit.views.charts import PNG_SIGNATURE
 from neuronkit.apps.dashboard.state import DashboardState, parse_boundaries, sweep_lengths
-from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.html import TABLE_ROWS, events_table_html
 from neuronkit.widget import RecompileDashboard
 

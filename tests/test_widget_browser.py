@@ -147,7 +147,8 @@ INJECTED = ".nk-dashboard script, .nk-dashboard iframe, .nk-dashboard svg, [data
 
 def hostile_log_file(folder: Path) -> Path:
     """A crafted log: valid kinds, payloads in every free-text field and in the header."""
-    from neuronkit.events.event import CompileEvent, CompileLog
+    from neuronkit.events.event import CompileEvent
+    from neuronkit.log.compile_log import CompileLog
 
     header = {"format": "neuronkit-compile-log", "version": 2, "neuronkit": "0.1",
               "torch": PAYLOADS["torch"], "device": PAYLOADS["device"],
@@ -169,7 +170,8 @@ def hostile_notebook(folder: Path, log_file: Path) -> Path:
         f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))",
         "from neuronkit.widget import RecompileDashboard\n"
         f"RecompileDashboard.from_log({str(log_file)!r})",
-        "from neuronkit.events.event import CompileEvent, CompileLog\n"
+        "from neuronkit.events.event import CompileEvent\n"
+        "from neuronkit.log.compile_log import CompileLog\n"
         "from neuronkit.apps.dashboard.state import DashboardState\n"
         f"log = CompileLog.load({str(log_file)!r})\n"
         f"log.events.append(CompileEvent(seq={PAYLOADS['seq']!r}, function='forward', "

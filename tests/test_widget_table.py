@@ -7,7 +7,9 @@ import csv
 import io
 import re
 
-from neuronkit.events.event import FORMAT, CompileEvent, CompileLog
+from neuronkit.events.schema import FORMAT
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.widget import RecompileDashboard
 

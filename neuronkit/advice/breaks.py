@@ -8,14 +8,14 @@ break was (``.item()``, a data-dependent branch, an unsupported builtin, FSDP's 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from neuronkit.advice.finding import Advice
 from neuronkit.advice.shapes import per_rank
 from neuronkit.sources.torch_text import break_cause, limit_failure, short_reason
-from neuronkit.events.event import CompileEvent, of_kind
+from neuronkit.events.event import CompileEvent
+from neuronkit.events.facts import of_kind
 
-if TYPE_CHECKING:  # pragma: no cover
-    from neuronkit.advice.diagnose import Advice
 
 __all__ = ["BREAK_FIXES", "failure_findings", "graph_break_findings", "is_graph_break", "on_ranks",
            "why"]
@@ -64,8 +64,6 @@ def is_graph_break(e: CompileEvent) -> bool:
 
 def failure_findings(function: str, events: list[CompileEvent], ranks: list[int]) -> list[Advice]:
     """Compiles of one function that failed (not graph breaks): an error, critical."""
-    from neuronkit.advice.diagnose import Advice
-
     failed = [e for e in of_kind(events, "failed") if not is_graph_break(e)]
     if not failed:
         return []
@@ -108,8 +106,6 @@ def _break_cause(e: CompileEvent) -> tuple[str, str, str, bool]:
 def graph_break_findings(events: list[CompileEvent], labels: dict[tuple[str, str], str],
                          ranks: list[int]) -> list[Advice]:
     """One finding for every graph break of the log: what broke where, the fix per cause."""
-    from neuronkit.advice.diagnose import Advice
-
     breaks = [e for e in of_kind(events, "graph_break", "failed") if is_graph_break(e)]
     if not breaks:
         return []

@@ -11,60 +11,34 @@ counts in a merged log are per rank. Which input dimensions varied: advice_shape
 """
 from __future__ import annotations
 
-import textwrap
 from collections import defaultdict
 from operator import attrgetter
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Sequence
 
-from neuronkit.advice.breaks import failure_findings, graph_break_findings, is_graph_break, on_ranks
+from neuronkit.advice.breaks import failure_findings, graph_break_findings, on_ranks
+from neuronkit.advice.finding import SEVERITIES, Advice
 from neuronkit.advice.neuron import kernel_findings, neff_findings
+from neuronkit.advice.ranks import group_findings
 from neuronkit.advice.shapes import (CALLS_PER_LENGTH, MAX_SUGGESTED_BUCKETS, Series, consecutive,
                                      graphs_of, graphs_per_rank, groups, is_generation, limit_value,
                                      per_rank, scalar_guards, series)
 from neuronkit.log.gc_pause import paused_gc
 from neuronkit.sources.torch_text import first_guard, short_reason
-from neuronkit.events.event import (GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels,
-                                    neff_seconds, of_kind, shape_key)
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import as_events, function_labels, neff_seconds, of_kind, shape_key
+from neuronkit.workloads.rank_groups import RankGroup
 
 
-if TYPE_CHECKING:  # pragma: no cover
-    from neuronkit.workloads.rank_groups import RankGroup
 
-__all__ = ["Advice", "SEVERITIES", "Severity", "bucket_multiple", "diagnose", "is_graph_break"]
+__all__ = ["bucket_multiple", "diagnose"]
 
-Severity = Literal["info", "warning", "critical"]
-SEVERITIES: tuple[str, ...] = ("critical", "warning", "info")
 SHARE_WARNING = 0.20  # compile time above this share of the run is a warning
 # Suggested bucket boundaries are rounded up to these multiples. Neuron: neuronx-cc lays tensors out
 # in 128-row partitions, and round lengths (64, 128, 192, ...) keep few, reusable graph shapes whose
 # NEFFs the compile cache shares between runs and models. CUDA: tensor cores want multiples of 8
 # (fp16) or 16 (bf16, int8); CPU: 16 fp32 lanes in an AVX-512 register. 16 where the device is unknown.
 BUCKET_MULTIPLE = {"neuron": 64, "cuda": 16, "cpu": 16}
-
-@dataclass
-class Advice:
-    """One finding: a title, what was seen, the fix, a severity and the numbers behind it."""
-
-    title: str
-    detail: str
-    fix: str = ""
-    severity: Severity = "info"
-    numbers: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"Advice severity must be one of {SEVERITIES}, got {self.severity!r}")
-
-    def __str__(self) -> str:
-        lines = [f"[{self.severity}] {self.title}"]
-        if self.detail:
-            lines += textwrap.wrap(self.detail, 100, initial_indent="  ", subsequent_indent="  ")
-        if self.fix:
-            lines += textwrap.wrap(self.fix, 100, initial_indent="  fix: ",
-                                   subsequent_indent="       ")
-        return "\n".join(lines)
-
 
 def _span(values: list[int]) -> str:
     return f"{min(values)}..{max(values)}"
@@ -418,8 +392,6 @@ def diagnose(log: CompileLog | Iterable[CompileEvent], *, multiple_of: int | Non
         found = _diagnose(events, multiple_of, getattr(log, "wall_time_s", None),
                           {} if memo is None else memo)
     if rank_groups:
-        from neuronkit.workloads.rank_groups import group_findings
-
         merged = log if isinstance(log, CompileLog) else CompileLog(events)
         head = found[:-1] + group_findings(merged, rank_groups)  # the timing finding stays last
         head.sort(key=lambda a: SEVERITIES.index(a.severity))

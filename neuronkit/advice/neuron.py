@@ -6,20 +6,17 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
-from neuronkit.events.event import GRAPH_KINDS, CompileEvent, of_kind
+from neuronkit.advice.finding import Advice
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.events.facts import of_kind
 
-if TYPE_CHECKING:  # pragma: no cover
-    from neuronkit.advice.diagnose import Advice
 
 __all__ = ["neff_findings", "kernel_findings"]
 
 
 def neff_findings(events: list[CompileEvent]) -> list[Advice]:
     """How much of the compile time the neuronx-cc builds took, and how many the cache saved."""
-    from neuronkit.advice.diagnose import Advice
-
     graphs = [e for e in of_kind(events, *GRAPH_KINDS) if e.neff_cache is not None]
     if not graphs:
         return []
@@ -42,8 +39,6 @@ def neff_findings(events: list[CompileEvent]) -> list[Advice]:
 
 def kernel_findings(events: list[CompileEvent]) -> list[Advice]:
     """Eager-op kernels: how many, which ops, where (measured on Neuron, or a CPU forecast)."""
-    from neuronkit.advice.diagnose import Advice
-
     found = []
     for forecast in (False, True):
         rows = [e for e in of_kind(events, "kernels") if e.forecast is forecast]

@@ -18,7 +18,8 @@ from typing import Iterable
 
 from neuronkit.sources.torch_text import (CACHE_NAME, input_name, limit_value_in, scalar_guard,
                                           size_mismatches)
-from neuronkit.events.event import GRAPH_KINDS, CompileEvent, of_kind, shape_key
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.events.facts import of_kind, shape_key
 
 __all__ = ["CALLS_PER_LENGTH", "Series", "consecutive", "graphs_of", "graphs_per_rank", "groups",
            "is_generation", "limit_value", "per_rank", "plan", "scalar_guards", "series"]

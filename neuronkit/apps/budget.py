@@ -29,7 +29,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable
 
-from neuronkit.events.event import GRAPH_KINDS, CompileEvent, CompileLog
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.log.compile_log import CompileLog
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronkit.recorder.recorder import CompileRecorder

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 from neuronkit.views.safe import terminal_safe
 
 if TYPE_CHECKING:
-    from neuronkit.events.event import CompileLog
+    from neuronkit.log.compile_log import CompileLog
 
 __all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "main"]
 
@@ -101,7 +101,7 @@ def _log_paths(args: Sequence[str]) -> list[Path]:
 
 
 def _load(paths: list[Path]) -> "CompileLog":
-    from neuronkit.events.event import CompileLog
+    from neuronkit.log.compile_log import CompileLog
 
     logs = [CompileLog.from_torch_trace(p) if p.is_dir() else CompileLog.load(p) for p in paths]
     if len(logs) == 1:
@@ -140,7 +140,8 @@ def _write(what: str, path: Path, write: Callable[[], Path], to: TextIO, note: s
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from neuronkit.advice.diagnose import SEVERITIES, diagnose
+    from neuronkit.advice.finding import SEVERITIES
+    from neuronkit.advice.diagnose import diagnose
     from neuronkit.views.text import format_report, report_data
 
     paths = _log_paths(args.logs)

@@ -21,7 +21,7 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
     import torch
 
     from neuronkit.setup.device import detect
-    from neuronkit.events.event import CompileLog
+    from neuronkit.log.compile_log import CompileLog
     from neuronkit.workloads.generation import generate
     from neuronkit.setup.models import load_model, load_tokenizer
     from neuronkit.recorder.recorder import CompileRecorder

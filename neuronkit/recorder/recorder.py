@@ -41,8 +41,11 @@ try:
 except ImportError:  # Windows: recorders of this process are told apart, not other processes
     fcntl = None  # type: ignore[assignment]
 
-from neuronkit.events.event import FORMAT, FORMAT_VERSION, CompileEvent, CompileLog
-from neuronkit.sources import add_subscriber, say
+from neuronkit.events.schema import FORMAT, FORMAT_VERSION
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.sources.sink import say
+from neuronkit.sources.subscribers import add_subscriber
 from neuronkit.sources.dynamo import TAP
 from neuronkit.sources.neuron import NEURON
 from neuronkit.sources.starts import CompileStart, InProgress

@@ -110,7 +110,7 @@ def _table(title: str, rows: list[tuple[str, str]]) -> list[str]:
 
 def doctor_report(cache_dir: str | os.PathLike | None = None) -> str:
     """One readable report of what neuronkit found and will use, and the traps it checked."""
-    from neuronkit import __version__
+    from neuronkit._version import __version__
 
     report, backend_check = _detect()
     versions = dict(report.versions)

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neuronkit.setup.decode_graphs import warn_if_full
 from neuronkit.setup.device import detect, resolve_device
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -430,23 +431,8 @@ def load_model(name_or_path: str | os.PathLike | None = None, device: str | None
             if strict:
                 raise RuntimeError(str(report))
             warnings.warn(str(report), PlacementWarning, stacklevel=2)
-    _warn_if_no_room(model)
+    warn_if_full(model)
     return model.eval()
-
-
-def _warn_if_no_room(model: PreTrainedModel) -> None:
-    """Warn when the model's decode function already holds as many graphs as torch allows (it is
-    shared: transformers routes most models' decode step through one wrapper)."""
-    from neuronkit.workloads.recompile_limit import RecompileLimitWarning, room_left
-
-    held, limit, function = room_left(model)
-    if held >= limit:
-        warnings.warn(f"{type(model).__name__}'s decode function {function} already holds {held} "
-                      f"graphs (torch._dynamo.config.recompile_limit = {limit}), shared with the "
-                      f"models loaded before: a compiled model.generate would run every new shape "
-                      f"eager. nk.generate raises the limit for its calls; elsewhere raise "
-                      f"torch._dynamo.config.recompile_limit or call torch.compiler.reset()",
-                      RecompileLimitWarning, stacklevel=3)
 
 
 def load_tokenizer(name_or_path: str | os.PathLike | None = None) -> PreTrainedTokenizerBase:

@@ -30,7 +30,7 @@ from typing import Any
 
 from neuronkit.sources.torch_text import break_site, input_name, limit_note, parse_device, parse_reasons
 from neuronkit.events.event import CompileEvent
-from neuronkit.sources import EventSink, say
+from neuronkit.sources.sink import EventSink, say
 from neuronkit.sources.assemble import (FrameName, FunctionState, TracedParts, assemble, break_events,
                                         name_frame)
 from neuronkit.sources.neuron import NEURON, awaits_build

@@ -29,7 +29,7 @@ from typing import Any, Callable, Protocol
 
 from neuronkit.setup.device import loaded_neuronx
 from neuronkit.events.event import CompileEvent
-from neuronkit.sources import say
+from neuronkit.sources.sink import say
 
 __all__ = ["NEURON", "NeuronSource", "KERNELS_FUNCTION", "awaits_build", "op_of_key",
            "is_graph_key"]

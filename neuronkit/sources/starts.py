@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
 from neuronkit.events.event import CompileEvent
-from neuronkit.sources import add_subscriber
+from neuronkit.sources.subscribers import add_subscriber
 
 __all__ = ["CompileStart", "InProgress", "Phase", "device_start"]
 

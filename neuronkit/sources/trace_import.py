@@ -1,7 +1,7 @@
 """Compile logs from torch's structured-trace files (``TORCH_TRACE=DIR``, what tlparse reads).
 
 A run on a machine without neuronkit can be studied later: :func:`read_torch_trace` reads every
-trace file in a folder into a :class:`~neuronkit.events.event.CompileLog` with the live recorder's
+trace file in a folder into compile events with the live recorder's
 kinds, changes and per-function graph counts (the same pure helpers build both). Each file is one
 process; its rank comes from the file name (``..._rank_1_...``), else its records' ``rank``,
 else 0. Several files are merged in start-time order.
@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from neuronkit.sources.torch_text import break_site, input_name, parse_device, parse_reasons
-from neuronkit.events.event import FORMAT, FORMAT_VERSION, CompileEvent, CompileLog
-from neuronkit.log.reader import explain_event
+from neuronkit.events.event import CompileEvent
+from neuronkit.events.facts import in_start_order
+from neuronkit.events.schema import FORMAT, FORMAT_VERSION, explain_event
 from neuronkit.sources.assemble import FrameName, FunctionState, TracedParts, assemble, break_events
 
 __all__ = ["is_trace_folder", "read_torch_trace", "trace_files"]
@@ -232,8 +233,9 @@ def _recompile_limit(m: dict[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else _DEFAULT_LIMIT
 
 
-def read_torch_trace(folder: str | os.PathLike[str]) -> CompileLog:
-    """A :class:`CompileLog` from the torch trace files (``*.log``) in ``folder`` (or one file)."""
+def read_torch_trace(folder: str | os.PathLike[str]) -> tuple[dict[str, Any], list[CompileEvent]]:
+    """The log header and the events of the torch trace files (``*.log``) in ``folder`` (or one
+    file); ``CompileLog.from_torch_trace`` makes them a log."""
     path = Path(folder)
     if path.is_file():
         files = [path]
@@ -257,7 +259,7 @@ def read_torch_trace(folder: str | os.PathLike[str]) -> CompileLog:
         events = readers[0].events
         for seq, event in enumerate(events):
             event.seq = seq
-        return CompileLog(events, header=header)
-    merged = CompileLog.merge(CompileLog(r.events) for r in readers)
-    header["ranks"] = merged.header.get("ranks", [])
-    return CompileLog(merged.events, header=header)
+        return header, events
+    events = in_start_order(r.events for r in readers)
+    header["ranks"] = sorted({e.rank for e in events})
+    return header, events

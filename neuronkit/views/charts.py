@@ -35,7 +35,9 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 from neuronkit.views.chart_layout import (LIMIT_COLOUR, MARK_GREY, PALETTE, TITLE_FONT, KeyEntry,
                                           LegendEntries, fit_layout, legend_label, plain_label)
-from neuronkit.events.event import GRAPH_KINDS, CompileEvent, CompileLog, as_events, function_labels
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import as_events, function_labels
 
 __all__ = ["timeline", "graph_growth", "dashboard_chart", "png_bytes", "save_png", "PNG_SIGNATURE",
            "LOG_SCALE_SPAN", "MAX_POINTS", "plain_log_ticks", "seconds_scale"]

@@ -15,7 +15,8 @@ import re
 from pathlib import PurePath
 from typing import Any, Iterable
 
-from neuronkit.events.event import KINDS, CompileLog
+from neuronkit.events.event import KINDS
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry, heaviest
 from neuronkit.views.safe import html_attr, html_text
 from neuronkit.views.table import ARRIVAL, COLUMN_LABELS, TABLE_ROWS, EventTable

@@ -16,8 +16,10 @@ import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from neuronkit.sources.torch_text import short_reason
-from neuronkit.advice.diagnose import SEVERITIES
-from neuronkit.events.event import KINDS, CompileEvent, CompileLog, as_events, function_labels
+from neuronkit.advice.finding import SEVERITIES
+from neuronkit.events.event import KINDS, CompileEvent
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import as_events, function_labels
 from neuronkit.views.safe import spreadsheet_safe, strip_control
 
 __all__ = ["ARRIVAL", "COLUMN_LABELS", "NEURON_COLUMNS", "SORT_COLUMNS", "TABLE_ROWS", "EventTable",

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from neuronkit.sources.torch_text import input_name, short_reason
-from neuronkit.advice.diagnose import SEVERITIES, Advice, diagnose
-from neuronkit.events.event import (GRAPH_KINDS, KINDS, CompileEvent, CompileLog, as_events,
-                                    function_labels, short_label)
+from neuronkit.advice.finding import SEVERITIES, Advice
+from neuronkit.advice.diagnose import diagnose
+from neuronkit.events.event import GRAPH_KINDS, KINDS, CompileEvent
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import as_events, function_labels, short_label
 from neuronkit.views.safe import terminal_safe
 
 __all__ = ["DEFAULT_LIMIT", "LIMIT_FLAG", "REPORT_FORMAT", "REPORT_VERSION", "WIDTH",

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuronkit.events.event import CompileLog
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.recorder.recorder import default_rank
 
 LOG_DIR_ENV = "NEURONKIT_LOG_DIR"   # launch() tells the ranks where to write their logs

@@ -25,15 +25,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from neuronkit.events.event import CompileEvent, compile_seconds, graphs
-from neuronkit.workloads.progress import BatchProgress, eta_s, new_shapes
+from neuronkit.events.event import CompileEvent
+from neuronkit.events.facts import compile_seconds, graphs
+from neuronkit.workloads.progress import BatchProgress, BatchTiming, eta_s, new_shapes
 from neuronkit.setup.models import (PadTokenWarning, pad_token_id)  # noqa: F401  (PadTokenWarning: re-exported)
 from neuronkit.workloads.recompile_limit import (LEDGER, LimitFit, fitted_limit, record_eager_batch,
                                                  warn_if_no_room)
 from neuronkit.workloads.shapes import Buckets, plan_buckets
 from neuronkit.workloads.static_cache import bounded_static_cache
 
-__all__ = ["BatchTiming", "GenerationResult", "cache_length", "generate"]
+__all__ = ["GenerationResult", "cache_length", "generate"]
 
 DEFAULT_BATCH_SIZE = 4
 MIN_NEW_TOKEN_ROOM = 32
@@ -49,21 +50,6 @@ def cache_length(bucket: int, max_new_tokens: int) -> int:
     while room < max_new_tokens:
         room *= 2
     return bucket + room
-
-
-@dataclass
-class BatchTiming:
-    """One ``model.generate`` call: its shapes, and where its time went."""
-
-    bucket: int            # prompt length every row was left-padded to
-    cache_len: int         # static cache length (what the decode graph is keyed on)
-    rows: int              # batch rows, dummy rows included
-    real_rows: int         # rows holding a prompt
-    prefill_s: float       # start of the call to the first token's logits (time to first token)
-    decode_s: float        # first token's logits to the end of the call
-    new_tokens: int        # new tokens of the real rows, up to and including eos
-    compiles: int = 0      # compile events during this batch
-    compile_s: float = 0.0  # their duration (inside prefill_s / decode_s)
 
 
 @dataclass

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import fmean
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # pragma: no cover
-    from neuronkit.workloads.generation import BatchTiming
+__all__ = ["BatchProgress", "BatchTiming", "eta_s", "new_shapes"]
 
-__all__ = ["BatchProgress", "eta_s"]
+
+@dataclass
+class BatchTiming:
+    """One ``model.generate`` call: its shapes, and where its time went."""
+
+    bucket: int            # prompt length every row was left-padded to
+    cache_len: int         # static cache length (what the decode graph is keyed on)
+    rows: int              # batch rows, dummy rows included
+    real_rows: int         # rows holding a prompt
+    prefill_s: float       # start of the call to the first token's logits (time to first token)
+    decode_s: float        # first token's logits to the end of the call
+    new_tokens: int        # new tokens of the real rows, up to and including eos
+    compiles: int = 0      # compile events during this batch
+    compile_s: float = 0.0  # their duration (inside prefill_s / decode_s)
 
 
 @dataclass(frozen=True)

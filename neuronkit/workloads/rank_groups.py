@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from neuronkit.events.event import GRAPH_KINDS, CompileLog, function_labels
+from neuronkit.events.event import GRAPH_KINDS
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import function_labels
 
 __all__ = ["RankGroup", "rank_groups", "mesh_rank_groups", "fsdp_shard", "GroupCompiles",
-           "group_compiles", "format_group_compiles", "group_findings"]
+           "group_compiles", "format_group_compiles", "graphs_text"]
 
 
 Axis = Literal["tp", "fsdp"]
@@ -141,8 +143,8 @@ class GroupCompiles:
             if len(steps) == 1 and n:
                 per_step = ", ".join(f"{c or 'no step'}: {k}" for c, k in next(iter(steps)))
                 when = f" ({per_step})"
-            return f"{head}{_graphs(n)} each{when}"
-        parts = [f"rank {r}: {_graphs(self.graphs[r])}" for r in self.group.ranks
+            return f"{head}{graphs_text(n)} each{when}"
+        parts = [f"rank {r}: {graphs_text(self.graphs[r])}" for r in self.group.ranks
                  if r in self.graphs]
         parts += [f"rank {r}: no log" for r in self.missing]
         text = f"{head}RANKS DIFFER ({', '.join(parts)})"
@@ -155,7 +157,7 @@ class GroupCompiles:
         return text
 
 
-def _graphs(n: int) -> str:
+def graphs_text(n: int) -> str:
     return f"{n} graph{'' if n == 1 else 's'}"
 
 
@@ -200,30 +202,3 @@ def format_group_compiles(summary: Sequence[GroupCompiles], source: str = "") ->
     else:
         lines.append("  every group's ranks compiled the same graphs")
     return "\n".join(lines)
-
-
-def group_findings(log: CompileLog, groups: Sequence[RankGroup]) -> list[Any]:
-    """``diagnose(log, groups=...)``'s finding about the groups: a warning naming the groups
-    whose ranks compiled different graphs (and the functions that differ), else one line per
-    group saying what its ranks compiled."""
-    from neuronkit.advice.diagnose import Advice
-
-    summary = group_compiles(log, groups)
-    if not summary:
-        return []
-    numbers = {"groups": {g.group.label: dict(g.graphs) for g in summary},
-               "missing": {g.group.label: list(g.missing) for g in summary if g.missing}}
-    bad = [g for g in summary if not g.agree]
-    if not bad:
-        return [Advice("every rank group compiled the same graphs: "
-                       + ", ".join(f"{g.group.label} {_graphs(next(iter(g.graphs.values()), 0))} "
-                                   "each" for g in summary),
-                       "; ".join(g.line() for g in summary) + ".", "", "info", numbers)]
-    return [Advice(
-        "rank groups compiled different graphs: " + ", ".join(g.group.label for g in bad),
-        "; ".join(g.line() for g in bad) + ". The ranks of one group run the same code on "
-        "batches of one shape and meet at every collective, so a rank that compiles a graph the "
-        "others do not stalls its whole group (on Neuron, for minutes).",
-        "give every rank of a group the same shapes: the same padding or buckets "
-        "(padding='max_length'), the same per-device batch size, dataloader_drop_last=True; with "
-        "expert parallelism, a fixed expert capacity", "warning", numbers)]

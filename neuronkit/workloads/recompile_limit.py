@@ -1,15 +1,13 @@
 """torch's recompile limit, sized to what a generate plan needs.
 
-Dynamo keeps at most ``torch._dynamo.config.recompile_limit`` (8) graphs per *code object*, and
-transformers routes the decode step of most models through one shared wrapper function (the
-events name it ``wrapped_func``): graphs of every model and plan in the process count against
-one limit. Past it torch marks the code run-only and runs every new shape eager, silently, until
-``torch.compiler.reset()``; raising the limit afterwards does not undo that.
+The limit counts graphs per code object, and most models share one decode function
+(``setup/decode_graphs.py`` reads what it holds); past the limit torch runs every new shape
+eager, silently, until ``torch.compiler.reset()``; raising the limit afterwards does not undo that.
 
 :func:`fitted_limit` raises the limit for one ``nk.generate`` call to the graphs the code holds
 already plus the graphs the call plans (scoped, restored afterwards, never lowered), and lets a
 run-only code compile again. :class:`DecodeLedger` remembers which batch shapes compiled, so a
-batch that ran eager is counted exactly. With ``sources/dynamo.py``, the only module reading Dynamo internals.
+batch that ran eager is counted exactly.
 """
 from __future__ import annotations
 
@@ -19,44 +17,11 @@ from dataclasses import asdict, dataclass
 from types import CodeType
 from typing import Any, Iterator
 
-__all__ = ["LimitFit", "RecompileLimitWarning", "decode_code", "fitted_limit", "held_graphs",
-           "record_eager_batch", "room_left", "warn_if_no_room"]
+from neuronkit.setup.decode_graphs import (RecompileLimitWarning, compile_again, decode_code, held_graphs,
+                                           location_of, recompile_limits, room_left)
 
-
-class RecompileLimitWarning(UserWarning):
-    """The decode function has no room left under torch's recompile limit: new shapes run eager."""
-
-
-def decode_code(model: Any) -> CodeType | None:
-    """The code object Dynamo compiles for ``model``'s decode step: its outermost ``forward``
-    (often transformers' shared ``wrapped_func``)."""
-    forward = getattr(model, "forward", None)
-    return getattr(getattr(forward, "__func__", forward), "__code__", None)
-
-
-def held_graphs(code: CodeType | None) -> int:
-    """Graphs Dynamo holds for ``code`` now (0 when unknown)."""
-    if code is None:
-        return 0
-    try:
-        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
-
-        return len(_debug_get_cache_entry_list(code))
-    except Exception:  # torch moved it: the limit is then sized to the plan alone
-        return 0
-
-
-def _limits() -> tuple[int, int]:
-    import torch._dynamo
-
-    config = torch._dynamo.config
-    return int(config.recompile_limit), int(config.accumulated_recompile_limit)
-
-
-def room_left(model: Any) -> tuple[int, int, str]:
-    """``(held, limit, function)``: graphs the model's decode function holds, the limit, its name."""
-    code = decode_code(model)
-    return held_graphs(code), _limits()[0], code.co_name if code else "?"
+__all__ = ["LEDGER", "DecodeLedger", "LimitFit", "eager_name", "fitted_limit", "record_eager_batch",
+           "warn_if_no_room"]
 
 
 @dataclass
@@ -83,22 +48,6 @@ class LimitFit:
                 f"{self.planned})")
 
 
-def location_of(code: CodeType | None) -> str:
-    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
-
-
-def _compile_again(code: CodeType) -> bool:
-    """Undo torch's run-only mark on ``code`` (set when it hit the limit); False where this torch
-    has no such switch."""
-    try:
-        from torch._dynamo.eval_frame import set_code_exec_strategy
-        from torch._dynamo.types import FrameAction, FrameExecStrategy
-    except ImportError:
-        return False
-    set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
-    return True
-
-
 @contextlib.contextmanager
 def fitted_limit(model: Any, planned: int) -> Iterator[LimitFit]:
     """Raise the recompile limits to ``held + planned`` for the block, then restore them."""
@@ -106,11 +55,11 @@ def fitted_limit(model: Any, planned: int) -> Iterator[LimitFit]:
 
     code = decode_code(model)
     held = held_graphs(code)
-    before, accumulated = _limits()
+    before, accumulated = recompile_limits()
     limit = max(before, held + planned)
     reenable = code is not None and held >= before and limit > held
     if reenable and code is not None:  # run-only since the limit; with room now, compile again
-        reenable = _compile_again(code)
+        reenable = compile_again(code)
         LEDGER.hit.discard(code)
     fit = LimitFit(function=code.co_name if code else "?", location=location_of(code),
                    held=held, planned=planned, limit_before=before, limit=limit,

@@ -26,7 +26,9 @@ from transformers import TrainerCallback, TrainingArguments
 
 from neuronkit.sources.torch_text import changed_dim
 from neuronkit.setup.device import detect
-from neuronkit.events.event import GRAPH_KINDS, CompileLog, compile_seconds, graphs
+from neuronkit.events.event import GRAPH_KINDS
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import compile_seconds, graphs
 from neuronkit.recorder.recorder import CompileRecorder, default_rank
 from neuronkit.workloads.shape_audit import (batch_signature, describe_lengths, example_lengths,
                                              padding_fix, pads_to_buckets, unpadded_examples_message)

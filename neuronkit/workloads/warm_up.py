@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from neuronkit.events.event import GRAPH_KINDS, CompileEvent, CompileLog, compile_seconds, graphs
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.facts import compile_seconds, graphs
 from neuronkit.workloads.generation import MIN_NEW_TOKEN_ROOM, cache_length, generate
 from neuronkit.workloads.recompile_limit import fitted_limit
 from neuronkit.workloads.shapes import Buckets

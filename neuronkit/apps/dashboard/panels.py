@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 
 import ipywidgets as w
 
-from neuronkit.events.event import CompileLog
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.charts import png_bytes
 from neuronkit.views.chrome_trace import write_chrome_trace
 from neuronkit.views.compare import compare_chart, comparison_html

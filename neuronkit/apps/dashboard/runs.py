@@ -1,6 +1,6 @@
 """The dashboard's runs: logs kept to look at and compare, uploaded logs, and file names.
 
-A run is a named, finished :class:`~neuronkit.events.event.CompileLog`: a snapshot of the session
+A run is a named, finished :class:`~neuronkit.log.compile_log.CompileLog`: a snapshot of the session
 ("Keep run"), or a JSONL log uploaded in the browser (one per rank is fine: several uploads are
 also offered merged). Uploads are untrusted input: read with the same schema checks as
 ``CompileLog.load``; what was skipped is said, never hidden.
@@ -17,7 +17,10 @@ import warnings
 from pathlib import Path
 from typing import Any, ContextManager, Iterable
 
-from neuronkit.events.event import GRAPH_KINDS, CompileEvent, CompileLog, LogFormatError, function_labels
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.events.schema import LogFormatError
+from neuronkit.events.facts import function_labels
 from neuronkit.sources.starts import CompileStart
 from neuronkit.views.charts import dashboard_chart, save_png
 from neuronkit.views.compare import Comparison, compare_logs

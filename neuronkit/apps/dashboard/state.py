@@ -24,9 +24,11 @@ from weakref import WeakKeyDictionary
 
 from traitlets import Bool, Dict, Enum, HasTraits, Int, List, Unicode
 
-from neuronkit.advice.diagnose import Advice, FunctionMemo, diagnose
+from neuronkit.advice.finding import Advice
+from neuronkit.advice.diagnose import FunctionMemo, diagnose
 from neuronkit.setup.device import cpu_backend, detect
-from neuronkit.events.event import CompileEvent, CompileLog
+from neuronkit.events.event import CompileEvent
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.examples.text import text_of_tokens
 from neuronkit.workloads.generation import GenerationResult, generate
 from neuronkit.setup.models import check_placement, load_model, load_tokenizer, tiny_model

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import ipywidgets as w
 from traitlets import link
 
-from neuronkit.events.event import CompileLog
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.charts import dashboard_chart, png_bytes
 from neuronkit.apps.dashboard.state import DTYPES, PADDINGS, SWEEP_ORDERS, DashboardState
 from neuronkit.views.html import (STYLE, advice_html, chart_key_html, graph_counts_html, replay_note,

@@ -1,0 +1,193 @@
+"""The log file format: its header's name and version, what an event line must hold, and the
+checks that name what is wrong with a line (logs are untrusted input: they travel between
+machines and people).
+
+A log file is one header line, then one JSON object per event, and update lines:
+
+    {"format": "neuronkit-compile-log", "version": 2, "neuronkit": ..., "torch": ..., ...}
+    {"seq": 0, "compile_id": "0/0", "function": "forward", ...}
+    {"update": 0, "neff_compile_s": 94.2, "neff_cache": "compiled"}
+
+An event line needs ``REQUIRED`` fields, each field of its JSON type, ``kind`` in ``KINDS``,
+counts >= 0 and finite seconds. Version 1 logs (no update lines, no Neuron fields) still load.
+"""
+from __future__ import annotations
+
+import math
+from itertools import chain
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from neuronkit.events.event import KINDS, NEFF_CACHE_STATES, UPDATABLE, EventKind
+
+__all__ = ["EVENT_LINE_START", "FORMAT", "FORMAT_VERSION", "REQUIRED", "EventLine", "LogFolderError",
+           "LogFormatError", "decode_event_lines", "event_problem", "explain_event", "show",
+           "update_problem", "wall_problem"]
+
+FORMAT = "neuronkit-compile-log"
+FORMAT_VERSION = 2  # 2: update lines, kinds "kernels" and "graph_break", neff_* / kernels / ops
+# what an event line must name to be an event (a ``{}`` line once became a graph at t=0); the
+# other fields take their defaults, as in version 1 lines written without the newer ones
+REQUIRED: tuple[str, ...] = ("seq", "function")
+
+
+class LogFormatError(ValueError):
+    """The file is not a neuronkit compile log, or was written by a newer neuronkit."""
+
+
+class LogFolderError(IsADirectoryError, LogFormatError):
+    """A folder was given where a compile log file belongs."""
+
+
+_NUMBER = (int, float)
+_TYPES: dict[str, tuple[type, ...]] = {  # the JSON types of each field (bool is not an int here)
+    "seq": (int,), "compile_id": (str,), "function": (str,), "location": (str,), "backend": (str,),
+    "device": (str,), "started_at": _NUMBER, "duration_s": _NUMBER, "input_shapes": (dict,),
+    "changed": (str,), "reasons": (list,), "kind": (str,), "graph_count": (int,), "rank": (int,),
+    "context": (str,), "metrics": (dict,), "calls": (int,), "neff_compile_s": (int, float, type(None)),
+    "neff_cache": (str, type(None)), "kernels": (int,), "ops": (dict,), "forecast": (bool,)}
+_WORDS = {(int,): "an integer", _NUMBER: "a number", (str,): "a string", (dict,): "an object",
+          (list,): "a list", (bool,): "true or false", (int, float, type(None)): "a number or null",
+          (str, type(None)): "a string or null"}
+_COUNTS = ("seq", "graph_count", "rank", "calls", "kernels")  # integers >= 0
+_KIND_SET = frozenset(KINDS)
+_CACHE_SET = frozenset(NEFF_CACHE_STATES)
+_EMPTY: dict[str, Any] = {}
+_DIM_TYPES = frozenset((int, str))
+_STR_TYPE = frozenset((str,))
+_LIST_TYPE = frozenset((list,))
+_INF = math.inf
+
+
+EVENT_LINE_START = b'{"seq": '  # how neuronkit writes an event line (json.dumps of its fields)
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+_Seconds = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class EventLine(msgspec.Struct, kw_only=True):
+    """An event line's schema (``CompileEvent``'s fields, in its order), checked in C: JSON
+    types (a bool is not an int), ``kind`` and ``neff_cache`` in their sets, counts and seconds
+    >= 0, ``seq`` and ``function`` required. JSON has no NaN or infinity to check for."""
+
+    seq: _Count
+    compile_id: str = ""
+    function: str
+    location: str = ""
+    backend: str = ""
+    device: str = ""
+    started_at: float = 0.0
+    duration_s: _Seconds = 0.0
+    input_shapes: dict[str, list[int | str]] = {}
+    changed: str = ""
+    reasons: list[str] = []
+    kind: EventKind = "first"
+    graph_count: _Count = 0
+    rank: _Count = 0
+    context: str = ""
+    metrics: dict[str, Any] = {}
+    calls: _Count = 0
+    neff_compile_s: _Seconds | None = None
+    neff_cache: Literal["compiled", "disk_hit", "memory_hit"] | None = None
+    kernels: _Count = 0
+    ops: dict[str, _Count] = {}
+    forecast: bool = False
+
+
+_EVENT_LINES = msgspec.json.Decoder(list[EventLine])
+
+
+def decode_event_lines(array: bytes) -> list[EventLine]:
+    """Event lines joined as one JSON array, decoded and checked in C (msgspec errors raise)."""
+    return _EVENT_LINES.decode(array)
+
+
+def show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _seconds_problem(name: str, value: Any, nullable: bool = False) -> str | None:
+    if (value is None and nullable) or 0 <= value < _INF:
+        return None
+    return f"{name}: expected seconds (a finite number >= 0), got {show(value)}"
+
+
+def event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
+    """What is wrong with an event line, or None. ``checked``: the (keys, types) signatures seen
+    well typed, so the usual line costs one set lookup and one expression; a line that fails
+    them is looked at field by field (:func:`explain_event`) to name what is wrong."""
+    signature = (tuple(data), tuple(map(type, data.values())))
+    if signature not in checked:
+        problem = explain_event(data)
+        if problem is None and len(checked) < 512:  # untrusted input: the table stays small
+            checked.add(signature)
+        return problem
+    get = data.get
+    neff, cache = get("neff_compile_s"), get("neff_cache")
+    dims = get("input_shapes", _EMPTY).values()
+    if (get("kind", "first") in _KIND_SET and data["seq"] >= 0 and get("rank", 0) >= 0
+            and get("graph_count", 0) >= 0 and get("calls", 0) >= 0 and get("kernels", 0) >= 0
+            and -_INF < get("started_at", 0) < _INF and 0 <= get("duration_s", 0) < _INF
+            and (neff is None or 0 <= neff < _INF) and (cache is None or cache in _CACHE_SET)
+            and _LIST_TYPE.issuperset(map(type, dims))
+            and _DIM_TYPES.issuperset(map(type, chain.from_iterable(dims)))
+            and _STR_TYPE.issuperset(map(type, get("reasons", ())))
+            and (not get("ops") or all(type(n) is int and n >= 0 for n in data["ops"].values()))):
+        return None
+    return explain_event(data)
+
+
+def explain_event(data: dict[str, Any]) -> str | None:
+    """The first thing wrong with an event line, field by field (None: nothing)."""
+    missing = [name for name in REQUIRED if name not in data]
+    if missing:
+        return "missing " + ", ".join(missing)
+    for name, value in data.items():
+        allowed = _TYPES.get(name)
+        if allowed is not None and type(value) not in allowed:
+            return f"{name}: expected {_WORDS[allowed]}, got {show(value)}"
+    if data.get("kind", "first") not in _KIND_SET:
+        return f"kind: expected one of {', '.join(KINDS)}, got {show(data['kind'])}"
+    for name in _COUNTS:
+        if data.get(name, 0) < 0:
+            return f"{name}: expected an integer >= 0, got {data[name]!r}"
+    if not -_INF < data.get("started_at", 0) < _INF:
+        return f"started_at: expected a finite time, got {data['started_at']!r}"
+    problem = (_seconds_problem("duration_s", data.get("duration_s", 0))
+               or _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True))
+    if problem:
+        return problem
+    cache = data.get("neff_cache")
+    if cache is not None and cache not in _CACHE_SET:
+        return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {show(cache)}"
+    for name, dims in data.get("input_shapes", {}).items():
+        if type(dims) is not list or not _DIM_TYPES.issuperset(map(type, dims)):
+            return f"input_shapes: {name!r} expected a list of sizes, got {show(dims)}"
+    if not _STR_TYPE.issuperset(map(type, data.get("reasons", ()))):
+        return f"reasons: expected a list of strings, got {show(data['reasons'])}"
+    for op, n in data.get("ops", {}).items():
+        if type(n) is not int or n < 0:
+            return f"ops: {op!r} expected an integer >= 0, got {show(n)}"
+    return None
+
+
+def update_problem(data: dict[str, Any]) -> str | None:
+    seq = data["update"]
+    if type(seq) is not int or seq < 0:
+        return f"update: expected an event's seq (an integer >= 0), got {show(seq)}"
+    for name in data:
+        if name != "update" and name not in UPDATABLE:
+            return f"{name}: an update line may set only {', '.join(UPDATABLE)}"
+    if type(data.get("neff_compile_s")) not in (int, float, type(None)):
+        return f"neff_compile_s: expected a number or null, got {show(data['neff_compile_s'])}"
+    cache = data.get("neff_cache")
+    if cache is not None and cache not in _CACHE_SET:
+        return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {show(cache)}"
+    return _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True)
+
+
+def wall_problem(value: Any) -> str | None:
+    if type(value) not in _NUMBER:
+        return f"wall_time_s: expected a number, got {show(value)}"
+    return _seconds_problem("wall_time_s", value)
