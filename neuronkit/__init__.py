@@ -27,7 +27,8 @@ _EXPORTS: dict[str, str] = {
     "fixed_shape_args": "workloads.training", "FixedLengthCollator": "workloads.collate",
     "CompileEventsCallback": "workloads.training", "StaticShapeWarning": "workloads.training",
     "RecompileWarning": "workloads.training",
-    "merge_logs": "workloads.distributed", "rank_log_path": "workloads.distributed", "launch": "workloads.distributed",
+    "merge_logs": "log.rank_logs", "rank_log_path": "log.rank_logs", "launch": "workloads.distributed",
+    "open_log": "log.open",
     "CompileEvent": "events.event", "CompileLog": "log.compile_log", "LogFormatError": "events.schema",
     "CompileRecorder": "recorder.recorder", "forecast_kernels": "sources.kernel_forecast",
     "diagnose": "advice.diagnose", "Advice": "advice.finding",
@@ -46,7 +47,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .setup.cache import CacheReport, inspect_cache
     from .setup.device import (DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect,
                          resolve_device)
-    from .workloads.distributed import launch, merge_logs, rank_log_path
+    from .workloads.distributed import launch
+    from .log.rank_logs import merge_logs, rank_log_path
+    from .log.open import open_log
     from .events.event import CompileEvent
     from .events.schema import LogFormatError
     from .log.compile_log import CompileLog

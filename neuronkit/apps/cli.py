@@ -76,9 +76,7 @@ def _limit(text: str) -> int | None:
 
 def _log_paths(args: Sequence[str]) -> list[Path]:
     """The logs named (a pattern the shell left unexpanded is expanded here), each once; a
-    folder of torch trace files (``TORCH_TRACE``) counts as one log."""
-    from neuronkit.sources.trace_import import is_trace_folder
-
+    folder (per-rank logs, or torch trace files) counts as one log (``open_log``)."""
     paths: list[Path] = []
     for arg in args:
         path = Path(arg)
@@ -87,11 +85,6 @@ def _log_paths(args: Sequence[str]) -> list[Path]:
             if not matched:
                 raise FileNotFoundError(f"no compile log matches {arg!r}")
             paths += map(Path, matched)
-        elif path.is_dir() and is_trace_folder(path):
-            paths.append(path)  # torch's TORCH_TRACE files: read by CompileLog.from_torch_trace
-        elif path.is_dir():
-            raise ValueError(f"{path} is a folder: name the compile logs in it "
-                             f"(neuronkit report {path / '*.jsonl'})")
         else:
             paths.append(path)
     unique: dict[Path, Path] = {}
@@ -102,8 +95,9 @@ def _log_paths(args: Sequence[str]) -> list[Path]:
 
 def _load(paths: list[Path]) -> "CompileLog":
     from neuronkit.log.compile_log import CompileLog
+    from neuronkit.log.open import open_log
 
-    logs = [CompileLog.from_torch_trace(p) if p.is_dir() else CompileLog.load(p) for p in paths]
+    logs = [open_log(p) for p in paths]
     if len(logs) == 1:
         return logs[0]
     seen: dict[Any, Path] = {}

@@ -62,12 +62,16 @@ class CompileEvent:
     forecast: bool = False
 
     @property
+    def neff_in_duration(self) -> bool:
+        """The NEFF build blocked inside Dynamo's time (``NEURON_LAUNCH_BLOCKING=1``), so
+        ``duration_s`` holds it already."""
+        return isinstance(self.metrics, dict) and bool(self.metrics.get("neff_in_duration"))
+
+    @property
     def neff_s(self) -> float:
         """The NEFF build's seconds not already inside ``duration_s``: 0 where unresolved, off
-        Neuron, or when the build blocked inside Dynamo's time (``metrics["neff_in_duration"]``).
-        The one place that rule is written."""
-        if not self.neff_compile_s or (isinstance(self.metrics, dict)
-                                       and self.metrics.get("neff_in_duration")):
+        Neuron, or :attr:`neff_in_duration`. The one place that rule is written."""
+        if not self.neff_compile_s or self.neff_in_duration:
             return 0.0
         return float(self.neff_compile_s)
 

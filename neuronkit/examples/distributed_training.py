@@ -45,7 +45,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from neuronkit.workloads.distributed import rank, world_size
+from neuronkit.setup.process import default_rank as rank
+from neuronkit.setup.process import world_size
 from neuronkit.examples.text import training_windows
 
 __all__ = ["main"]
@@ -222,7 +223,7 @@ def train_tp(args, tok, model, log_path: Path, fsdp: int, shard: int) -> None:
 
 def summarise(base: Path, world: int, groups: list, source: str) -> str:
     """Merge the ``world`` rank logs of this run and say per rank group what it compiled."""
-    from neuronkit.workloads.distributed import merge_logs, rank_log_path
+    from neuronkit.log.rank_logs import merge_logs, rank_log_path
     from neuronkit.workloads.rank_groups import format_group_compiles, group_compiles
 
     paths = [rank_log_path(base, r) for r in range(world)]
@@ -241,7 +242,8 @@ def _dtype(device: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from neuronkit.workloads.distributed import LOG_DIR_ENV, rank_log_path
+    from neuronkit.workloads.distributed import LOG_DIR_ENV
+    from neuronkit.log.rank_logs import rank_log_path
     from neuronkit.workloads.rank_groups import fsdp_shard
     from neuronkit.setup.models import tiny_model
 

@@ -49,9 +49,9 @@ from neuronkit.sources.subscribers import add_subscriber
 from neuronkit.sources.dynamo import TAP
 from neuronkit.sources.neuron import NEURON
 from neuronkit.sources.starts import CompileStart, InProgress
+from neuronkit.setup.process import default_rank
 
-__all__ = ["CompileRecorder", "CompileStart", "LogPathInUseError", "default_header",
-           "default_rank"]
+__all__ = ["CompileRecorder", "CompileStart", "LogPathInUseError", "default_header"]
 
 
 _IDS = itertools.count()  # names each recorder's ContextVar
@@ -150,20 +150,6 @@ def default_header(device: str = "", backend: str = "", **extra: Any) -> dict[st
         versions[name] = package_version(name.replace("_", "-"))
     return {"format": FORMAT, "version": FORMAT_VERSION, **versions,
             "device": device, "backend": backend, **extra}
-
-
-def default_rank() -> int:
-    """$RANK, else the torch.distributed rank when initialised, else 0."""
-    if os.environ.get("RANK", "").isdigit():
-        return int(os.environ["RANK"])
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank())
-    except Exception:
-        pass
-    return 0
 
 
 def _detected() -> tuple[str, str]:

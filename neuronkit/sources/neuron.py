@@ -66,7 +66,7 @@ def awaits_build(event: CompileEvent) -> bool:
     """Whether the NEFF build of ``event``'s graphs runs after Dynamo returned and is not yet
     resolved (not in sync mode, where the build lies inside Dynamo's time)."""
     return (isinstance(event.metrics.get("neuron_graphs"), list)
-            and not event.metrics.get("neff_in_duration")
+            and not event.neff_in_duration
             and event.neff_compile_s is None and event.neff_cache is None)
 
 

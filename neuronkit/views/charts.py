@@ -175,10 +175,7 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
         return _empty(fig, ax, "Compile timeline", own_axes)
     labels = function_labels(events) if by == "function" else {}
     xs = _xs(column(events, "started_at"), x)
-    durations, builds = column(events, "duration_s"), column(events, "neff_compile_s")
-    for i in np.flatnonzero(builds):  # a NEFF build already inside the duration adds nothing
-        if events[i].metrics.get("neff_in_duration"):
-            builds[i] = 0.0
+    durations, builds = column(events, "duration_s"), column(events, "neff_s")
     totals = durations + builds  # CompileEvent.total_s
     kinds = np.array(list(map(attrgetter("kind"), events)))
     keys = ([labels[e.function, e.location] for e in events] if by == "function"

@@ -89,8 +89,8 @@ def write_chrome_trace(log: CompileLog | Iterable[CompileEvent],
                             "input_shapes": e.input_shapes, "graph_count": e.graph_count,
                             "neff_compile_s": e.neff_compile_s, "neff_cache": e.neff_cache}),
         })
-        neff = _number(e.neff_compile_s)
-        if neff and not (isinstance(e.metrics, dict) and e.metrics.get("neff_in_duration")):
+        neff = _number(e.neff_s)
+        if neff:
             worker = (pid, "neuronx-cc")
             if worker not in tids:
                 tids[worker] = len(tids) + 1

@@ -23,6 +23,7 @@ from neuronkit.events.event import GRAPH_KINDS, KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import as_events, function_labels, short_label
 from neuronkit.views.safe import terminal_safe
+from neuronkit.log.open import open_log
 
 __all__ = ["DEFAULT_LIMIT", "LIMIT_FLAG", "REPORT_FORMAT", "REPORT_VERSION", "WIDTH",
            "format_advice", "format_events", "format_report", "format_summary", "report_data",
@@ -41,7 +42,7 @@ def _as_log(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str]) -
     if isinstance(log, CompileLog):
         return log
     if isinstance(log, (str, os.PathLike)):
-        return CompileLog.load(log)
+        return open_log(log)
     return CompileLog(as_events(log))
 
 
@@ -174,15 +175,12 @@ def _facts(log: CompileLog) -> _Facts:
             t0 = e.started_at
         pairs[e.function, e.location] = None
         kinds[e.kind] += 1
-        seconds = float(e.duration_s or 0.0)
+        seconds, neff = float(e.duration_s or 0.0), e.neff_s
         compile_s += seconds
+        neff_s += neff
         if e.neff_compile_s is not None or e.neff_cache is not None:
             neuron = True
-            if not e.metrics.get("neff_in_duration"):
-                neff = float(e.neff_compile_s or 0.0)
-                neff_s += neff
-                seconds += neff
-        per_rank[e.rank] += seconds
+        per_rank[e.rank] += seconds + neff
     labels = function_labels([CompileEvent(function=f, location=loc) for f, loc in pairs])
     share = max(per_rank.values(), default=0.0) / log.wall_time_s if log.wall_time_s else None
     return _Facts(0.0 if t0 == float("inf") else t0, labels, sorted(per_rank, key=_rank_key),

@@ -29,7 +29,8 @@ from neuronkit.setup.device import detect
 from neuronkit.events.event import GRAPH_KINDS
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import compile_seconds, graphs
-from neuronkit.recorder.recorder import CompileRecorder, default_rank
+from neuronkit.recorder.recorder import CompileRecorder
+from neuronkit.setup.process import default_rank
 from neuronkit.workloads.shape_audit import (batch_signature, describe_lengths, example_lengths,
                                              padding_fix, pads_to_buckets, unpadded_examples_message)
 

@@ -25,6 +25,7 @@ from neuronkit.sources.starts import CompileStart
 from neuronkit.views.charts import dashboard_chart, save_png
 from neuronkit.views.compare import Comparison, compare_logs
 from neuronkit.views.safe import html_attr, html_text, strip_control
+from neuronkit.log.open import open_log
 
 __all__ = ["SessionRuns", "compiling_row", "export_target", "snapshot", "read_uploads",
            "download_link", "run_name"]
@@ -84,7 +85,7 @@ def read_uploads(files: Iterable[tuple[str, bytes]]) -> tuple[list[tuple[str, Co
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
-                    log = CompileLog.load(path)
+                    log = open_log(path)
                 except (LogFormatError, OSError) as exc:
                     notes.append(f"{shown}: {str(exc).replace(str(path), 'the file')}")
                     continue

@@ -39,6 +39,7 @@ from neuronkit.apps.dashboard.inputs import (CPU_BACKENDS, DEFAULT_BOUNDARIES, D
                                              NO_COMPILE, PADDINGS, REPLAY_REASON, SWEEP_ORDERS,
                                              describe_error, parse_boundaries, sweep_lengths)
 from neuronkit.apps.dashboard.runs import SessionRuns
+from neuronkit.log.open import open_log
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -168,12 +169,9 @@ class DashboardState(HasTraits, SessionRuns):
 
     @classmethod
     def replay(cls, path: str | os.PathLike[str]) -> "DashboardState":
-        """A read-only session over a saved JSONL log, or a folder of torch trace files
-        (``TORCH_TRACE``; no model, no torch needed)."""
-        from neuronkit.sources.trace_import import is_trace_folder
-
-        log = CompileLog.from_torch_trace(path) if is_trace_folder(path) else CompileLog.load(path)
-        return cls(log=log, source=os.fspath(path))
+        """A read-only session over a saved log (``open_log``: a JSONL file, a folder of per-rank
+        logs or of torch trace files; no model, no torch needed)."""
+        return cls(log=open_log(path), source=os.fspath(path))
 
     # -- the log and its derived views -------------------------------------------------
     @property
