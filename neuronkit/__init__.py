@@ -4,7 +4,8 @@
     report = nk.detect()
     model = nk.load_model(nk.tiny_model())
 
-Names are imported on first use, so ``import neuronkit`` stays fast.
+Names are imported on first use, so ``import neuronkit`` stays fast. They come from the layers, in
+the order data flows: setup, workloads, sources, recorder, log, advice, apps (README: Layout).
 """
 from __future__ import annotations
 
@@ -14,28 +15,32 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 _EXPORTS: dict[str, str] = {
+    # setup: the machine and the model
     "detect": "setup.device", "resolve_device": "setup.device", "DeviceReport": "setup.device",
     "NeuronNotFoundError": "setup.device", "DeviceFallbackWarning": "setup.device",
-    "DeviceMapWarning": "setup.models", "PlacementWarning": "setup.models", "ModelNotFoundError": "setup.models",
-    "load_model": "setup.models", "load_tokenizer": "setup.models", "check_placement": "setup.models",
-    "tiny_model": "setup.models", "PlacementReport": "setup.models",
-    "Buckets": "workloads.shapes", "plan_buckets": "workloads.shapes", "audit_shapes": "workloads.shape_audit",
-    "ShapeAudit": "workloads.shape_audit",
-    "generate": "workloads.generation", "GenerationResult": "workloads.generation", "pipeline": "setup.pipelines",
-    "BatchProgress": "workloads.progress",
-    "RecompileLimitWarning": "setup.decode_graphs", "UnboundedCacheError": "workloads.static_cache",
-    "fixed_shape_args": "workloads.training", "FixedLengthCollator": "workloads.collate",
-    "CompileEventsCallback": "workloads.training", "StaticShapeWarning": "workloads.training",
-    "RecompileWarning": "workloads.training",
-    "merge_logs": "log.rank_logs", "rank_log_path": "log.rank_logs", "launch": "workloads.distributed",
-    "open_log": "log.open",
-    "CompileEvent": "events.event", "CompileLog": "log.compile_log", "LogFormatError": "events.schema",
-    "CompileRecorder": "recorder.recorder", "forecast_kernels": "sources.kernel_forecast",
-    "diagnose": "advice.diagnose", "Advice": "advice.finding",
+    "load_model": "setup.models", "load_tokenizer": "setup.models", "tiny_model": "setup.models",
+    "check_placement": "setup.models", "PlacementReport": "setup.models",
+    "DeviceMapWarning": "setup.models", "PlacementWarning": "setup.models",
+    "ModelNotFoundError": "setup.models", "RecompileLimitWarning": "setup.decode_graphs",
+    "model_or_tiny": "setup.hub", "ModelChoice": "setup.hub", "pipeline": "setup.pipelines",
     "inspect_cache": "setup.cache", "CacheReport": "setup.cache",
-    "compile_budget": "apps.budget", "CompileBudgetExceeded": "apps.budget",
+    # workloads: generation, training, distributed runs
+    "Buckets": "workloads.shapes", "plan_buckets": "workloads.shapes",
+    "audit_shapes": "workloads.shape_audit", "ShapeAudit": "workloads.shape_audit",
+    "generate": "workloads.generation", "GenerationResult": "workloads.generation",
+    "BatchProgress": "workloads.progress", "UnboundedCacheError": "workloads.static_cache",
     "warmup": "workloads.warm_up", "WarmupManifest": "workloads.warm_up",
-    "model_or_tiny": "setup.hub", "ModelChoice": "setup.hub",
+    "fixed_shape_args": "workloads.training", "CompileEventsCallback": "workloads.training",
+    "StaticShapeWarning": "workloads.training", "RecompileWarning": "workloads.training",
+    "FixedLengthCollator": "workloads.collate", "launch": "workloads.distributed",
+    # sources, recorder, events and the log
+    "forecast_kernels": "sources.kernel_forecast", "CompileRecorder": "recorder.recorder",
+    "CompileEvent": "events.event", "LogFormatError": "events.schema",
+    "CompileLog": "log.compile_log", "open_log": "log.open",
+    "merge_logs": "log.rank_logs", "rank_log_path": "log.rank_logs",
+    # advice and apps
+    "diagnose": "advice.diagnose", "Advice": "advice.finding",
+    "compile_budget": "apps.budget", "CompileBudgetExceeded": "apps.budget",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -44,30 +49,30 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .advice.diagnose import diagnose
     from .advice.finding import Advice
     from .apps.budget import CompileBudgetExceeded, compile_budget
-    from .setup.cache import CacheReport, inspect_cache
-    from .setup.device import (DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect,
-                         resolve_device)
-    from .workloads.distributed import launch
-    from .log.rank_logs import merge_logs, rank_log_path
-    from .log.open import open_log
     from .events.event import CompileEvent
     from .events.schema import LogFormatError
     from .log.compile_log import CompileLog
-    from .workloads.generation import GenerationResult, generate
+    from .log.open import open_log
+    from .log.rank_logs import merge_logs, rank_log_path
+    from .recorder.recorder import CompileRecorder
+    from .setup.cache import CacheReport, inspect_cache
+    from .setup.decode_graphs import RecompileLimitWarning
+    from .setup.device import (DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect,
+                               resolve_device)
     from .setup.hub import ModelChoice, model_or_tiny
     from .setup.models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
-                         check_placement, load_model, load_tokenizer, tiny_model)
+                               check_placement, load_model, load_tokenizer, tiny_model)
     from .setup.pipelines import pipeline
+    from .sources.kernel_forecast import forecast_kernels
+    from .workloads.collate import FixedLengthCollator
+    from .workloads.distributed import launch
+    from .workloads.generation import GenerationResult, generate
     from .workloads.progress import BatchProgress
-    from .setup.decode_graphs import RecompileLimitWarning
-    from .recorder.recorder import CompileRecorder
     from .workloads.shape_audit import ShapeAudit, audit_shapes
     from .workloads.shapes import Buckets, plan_buckets
-    from .sources.kernel_forecast import forecast_kernels
     from .workloads.static_cache import UnboundedCacheError
-    from .workloads.collate import FixedLengthCollator
     from .workloads.training import (CompileEventsCallback, RecompileWarning, StaticShapeWarning,
-                           fixed_shape_args)
+                                     fixed_shape_args)
     from .workloads.warm_up import WarmupManifest, warmup
 
 
@@ -81,7 +86,7 @@ def __getattr__(name: str) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext neuronkit``: the ``%%compile_budget`` cell magic (``neuronkit/magic.py``)."""
+    """``%load_ext neuronkit``: the ``%%compile_budget`` cell magic (``neuronkit/apps/magic.py``)."""
     from .apps.magic import load_ipython_extension as load
 
     load(ipython)

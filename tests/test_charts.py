@@ -188,7 +188,8 @@ def test_figures_from_threads():
 
 
 def test_charts_do_not_use_pyplot():
-    code = ("import sys; from neuronkit.views import charts; from neuronkit.log.compile_log import CompileLog;"
+    code = ("import sys; from neuronkit.views import charts; "
+            "from neuronkit.log.compile_log import CompileLog;"
             "charts.png_bytes(charts.timeline(CompileLog()));"
             " print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from neuronkit.sources.torch_text import (CACHE_NAME, input_name, limit_value_in, scalar_guard,
-                                          size_mismatches)
+                                          size_mismatches, names_size_mismatch, sole_mismatch_at)
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import of_kind, shape_key
 
@@ -103,14 +103,10 @@ def series(events: list[CompileEvent]) -> dict[tuple[str, int], Series]:
     parsed: dict[str, list[tuple[str, int, int, int]]] = {}  # a merged log repeats each reason
     for i, e in enumerate(events):
         for reason in e.reasons:
-            if "size mismatch" not in reason:  # what size_mismatches() looks for
+            if not names_size_mismatch(reason):
                 continue
-            if reason.count("size mismatch") == 1:  # one mismatch, of a dim the shapes gave?
-                head, _, tail = reason.partition("' size mismatch at index ")
-                index = tail.partition(".")[0]
-                if index.isdigit() and (input_name(head.rpartition("tensor '")[2]),
-                                        int(index)) in out:
-                    continue
+            if sole_mismatch_at(reason) in out:  # one mismatch, of a dim the shapes gave
+                continue
             mismatches = parsed.get(reason)
             if mismatches is None:
                 mismatches = parsed[reason] = size_mismatches(reason)

@@ -9,8 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-# a typical neuronx-cc compile of a small graph; real ones take minutes
-NEURON_COMPILE_COST_S = 60.0
+from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s a graph
 
 __all__ = ["run_demo", "NEURON_COMPILE_COST_S"]
 

@@ -1,4 +1,6 @@
-"""Everything neuronkit knows about the wording of torch's messages, in one place.
+"""What neuronkit knows about the wording of torch's messages, in one place: guard failures,
+graph breaks, limit warnings. (The lines of torch's trace files and of torchrun's output:
+``torch_logs.py``; the aten ops Neuron's eager path skips are data of ``kernel_forecast.py``.)
 
 torch rewords guard failures, source names and warnings between releases; when it does, this
 module and its test file (tests/test_torch_text.py) are what change. Names are given to users
@@ -19,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["CACHE_NAME", "LIMIT_WARNING", "BreakSite", "break_cause", "break_site", "changed_dim",
-           "failure_reason", "first_guard", "guard_text", "input_name", "is_torch_file", "limit_failure",
-           "limit_note", "limit_value_in", "parse_device", "parse_reasons", "scalar_guard",
-           "short_reason", "size_mismatches"]
+           "failure_reason", "first_guard", "guard_text", "input_name", "is_mode_change",
+           "is_torch_file", "limit_failure", "limit_note", "limit_value_in", "names_size_mismatch",
+           "parse_device", "parse_reasons", "scalar_guard", "short_reason", "size_mismatches",
+           "sole_mismatch_at"]
 
 # "tensor 'L['x']' size mismatch at index 1. expected 3, actual 5"
 _SIZE_MISMATCH = re.compile(r"tensor '(?P<name>.+?)' size mismatch at index (?P<dim>\d+)\. "
@@ -42,7 +45,6 @@ _DIM = re.compile(r"dim (\d+)|at index (\d+)")
 CACHE_NAME = re.compile(r"past_key_values|key_cache|value_cache|layers\[\d+\]\.(keys|values)")
 
 
-@functools.lru_cache(maxsize=4096)  # pure, and called once per reason of a large log
 @functools.lru_cache(maxsize=4096)  # a log names the same few inputs over and over
 def input_name(source: str) -> str:
     """Dynamo's source text -> the user-facing input name (every wrapper removed):
@@ -58,6 +60,28 @@ def size_mismatches(reason: str) -> list[tuple[str, int, int, int]]:
     """``(input name, dim, expected, actual)`` for each size mismatch a reason names."""
     return [(input_name(m["name"]), int(m["dim"]), int(m["expected"]), int(m["actual"]))
             for m in _SIZE_MISMATCH.finditer(reason)]
+
+
+def names_size_mismatch(reason: str) -> bool:
+    """Whether a reason names any size mismatch (what :func:`size_mismatches` parses)."""
+    return "size mismatch" in reason
+
+
+def sole_mismatch_at(reason: str) -> tuple[str, int] | None:
+    """``(input name, dim)`` of a reason naming exactly one size mismatch, read without a regex
+    (a long log repeats such reasons); None for any other reason."""
+    if reason.count("size mismatch") != 1:
+        return None
+    head, _, tail = reason.partition("' size mismatch at index ")
+    index = tail.partition(".")[0]
+    return (input_name(head.rpartition("tensor '")[2]), int(index)) if index.isdigit() else None
+
+
+def is_mode_change(reasons: list[str]) -> bool:
+    """Whether guard failures name the grad mode or a module's ``training`` flag: training and
+    evaluation running different graphs."""
+    text = " ".join(reasons)
+    return "grad_mode" in text or "training" in text
 
 
 def first_guard(reason: str) -> str:
@@ -334,3 +358,4 @@ def break_cause(*texts: str) -> tuple[str, str]:
             return key, words
     first = next((t.strip().splitlines()[0] for t in texts if t and t.strip()), "")
     return "other", first or "no reason recorded"
+

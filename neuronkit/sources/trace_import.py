@@ -21,12 +21,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from neuronkit.sources.torch_logs import trace_file_rank, trace_record
 from neuronkit.sources.torch_text import break_site, input_name, parse_device, parse_reasons
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import in_start_order
@@ -35,9 +35,6 @@ from neuronkit.sources.assemble import FrameName, FunctionState, TracedParts, as
 
 __all__ = ["is_trace_folder", "read_torch_trace", "trace_files"]
 
-# glog's prefix: level + MMDD, time, thread id, source file:line] then the record's JSON
-_GLOG = re.compile(r"^(?:\[rank\d+\]:)?[VIWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] (?P<record>\{.*)$")
-_RANK_IN_NAME = re.compile(r"rank_(\d+)")
 _DEFAULT_LIMIT = 8  # torch._dynamo.config.recompile_limit's default, when the trace does not say
 _SHOWN = 10         # bad lines named in a warning; the rest are counted
 
@@ -55,8 +52,7 @@ def is_trace_folder(path: str | os.PathLike[str]) -> bool:
 
 def rank_from_name(path: Path) -> int | None:
     """The rank a trace file's name gives (``dedicated_log_torch_trace_rank_1_x.log`` -> 1)."""
-    match = _RANK_IN_NAME.search(path.name)
-    return int(match[1]) if match else None
+    return trace_file_rank(path.name)
 
 
 @dataclass
@@ -84,13 +80,13 @@ def _records(path: Path, bad: list[tuple[int, str]]) -> Iterator[_Record]:
                 current = None
             if not line.strip():
                 continue
-            match = _GLOG.match(line)
+            record = trace_record(line)
             try:
-                data = json.loads(match["record"]) if match else None
+                data = json.loads(record) if record is not None else None
             except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
                 data = None
             if not isinstance(data, dict):
-                bad.append((number, "not a trace record" if match is None else "bad JSON"))
+                bad.append((number, "not a trace record" if record is None else "bad JSON"))
                 continue
             current = _Record(number, data)
     if current is not None:

@@ -29,7 +29,7 @@ from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import (as_events, compile_seconds, graphs, neff_seconds, shape_key,
                                     total_seconds)
-from neuronkit.workloads.shapes import (DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S)  # 60 s, as the demo's
+from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s a graph
 from neuronkit.views.chart_layout import TITLE_FONT, LegendEntries, fit_layout, legend_label, plain_label
 from neuronkit.views.charts import (LIMIT_COLOUR, figure_axes, padded_limits, plain_log_ticks,
                                     scatter_points, seconds_scale)

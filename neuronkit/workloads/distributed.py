@@ -31,11 +31,9 @@ from typing import Any
 
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.rank_logs import find_rank_logs, merge_logs
+from neuronkit.sources.torch_logs import failed_ranks, rank_output, ranks_that_printed, worker_lines
 
 LOG_DIR_ENV = "NEURONKIT_LOG_DIR"   # launch() tells the ranks where to write their logs
-_AGENT_LOG = re.compile(r"^[IWE]\d{4} [\d:.]+ \d+ \S*torch/distributed/")
-_FAILED_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n?"
-                          r"\s*exitcode\s*:\s*(-?\d+)")
 
 __all__ = ["launch", "LaunchResult", "LaunchError", "TrainerParallelismError",
            "check_trainer_parallelism", "LOG_DIR_ENV"]
@@ -205,38 +203,25 @@ def launch(script: str | os.PathLike[str], nproc_per_node: int = 2, args: Sequen
 
 def _failure(lines: list[str], returncode: int, tail: int) -> str:
     """Which rank failed first, with what, and its last lines (torchrun prefixes them [rankN]:)."""
-    text = "\n".join(lines)
-    failed = sorted({(int(r), int(c)) for r, c in _FAILED_RANK.findall(text)})
-    cut = text.rfind("Root Cause")
-    match = _FAILED_RANK.search(text, cut) if cut >= 0 else None
-    root = (int(match.group(1)), int(match.group(2))) if match else (failed[0] if failed else None)
+    failed, root = failed_ranks("\n".join(lines))
+    root = root or (failed[0] if failed else None)
     if root is None:
-        raised = sorted({int(m) for ln in lines for m in re.findall(r"^\[rank(\d+)\]:", ln)})
+        raised = ranks_that_printed(lines)
         root = (raised[0], returncode) if raised else None
     if root is None:
         own, head = [], f"exit code {returncode}"
     else:
-        prefix = f"[rank{root[0]}]:"
-        own = [ln[len(prefix):].removeprefix(" ") for ln in lines if ln.startswith(prefix)]
+        own = rank_output(lines, root[0])
         head = f"rank {root[0]} exited with code {root[1]}"
         others = [f"rank {r} ({c})" for r, c in failed if r != root[0]]
         if own:
             head += f": {own[-1]}"
         if others:
             head += f"\n(other ranks stopped too: {', '.join(others)})"
-    shown = own or _worker_lines(lines) or lines
+    shown = own or worker_lines(lines) or lines
     last = "\n".join(f"  | {ln}" for ln in shown[-tail:])
     whose = f"rank {root[0]}'s" if own and root is not None else "the"
     return f"{head}\n{whose} last {min(tail, len(shown))} lines:\n{last}"
-
-
-def _worker_lines(lines: list[str]) -> list[str]:
-    """The ranks' own output: torchrun's log lines and its closing traceback and summary removed."""
-    end = next((i for i, ln in enumerate(lines) if "ChildFailedError" in ln), len(lines))
-    if end < len(lines):
-        end = max((k for k in range(end) if lines[k].startswith("Traceback (most recent")),
-                  default=end)
-    return [ln for ln in lines[:end] if not _AGENT_LOG.match(ln)]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
-from neuronkit.sources.torch_text import changed_dim
+from neuronkit.sources.torch_text import changed_dim, is_mode_change
 from neuronkit.setup.device import detect
 from neuronkit.events.event import GRAPH_KINDS
 from neuronkit.log.compile_log import CompileLog
@@ -444,14 +444,13 @@ def late_compile_message(event: Any, step: int) -> str:
     """What a compile at ``step`` means and how to stop it, from the event's changed shape."""
     what = event.changed or (event.reasons[0] if event.reasons else "no reason recorded")
     dim = changed_dim(what)
-    reason_text = " ".join(event.reasons)
     if dim == 0:
         fix = ("the batch size changed: a partial last batch (keep dataloader_drop_last=True) "
                "or an eval batch size unlike the training one")
     elif dim is not None:
         fix = ("the sequence length changed: pad every batch to one length "
                "(neuronkit.FixedLengthCollator(tokenizer, max_length=N)) or to a few buckets")
-    elif "grad_mode" in reason_text or "training" in reason_text:
+    elif is_mode_change(event.reasons):
         fix = "training and evaluation run different graphs; that costs one graph each, once"
     else:
         fix = "see the event's reasons (neuronkit report LOG)"
