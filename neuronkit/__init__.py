@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "warmup": "workloads.warm_up", "WarmupManifest": "workloads.warm_up",
     "fixed_shape_args": "workloads.training", "CompileEventsCallback": "workloads.training",
     "StaticShapeWarning": "workloads.training", "RecompileWarning": "workloads.training",
+    "check_static_shapes": "workloads.training",
     "FixedLengthCollator": "workloads.collate", "launch": "workloads.distributed",
     # sources, recorder, events and the log
     "forecast_kernels": "sources.kernel_forecast", "CompileRecorder": "recorder.recorder",
@@ -72,7 +73,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .workloads.shapes import Buckets, plan_buckets
     from .workloads.static_cache import UnboundedCacheError
     from .workloads.training import (CompileEventsCallback, RecompileWarning, StaticShapeWarning,
-                                     fixed_shape_args)
+                                     check_static_shapes, fixed_shape_args)
     from .workloads.warm_up import WarmupManifest, warmup
 
 

@@ -1,6 +1,6 @@
-"""The public surface and the layering: the facade agrees with its type-checking block, every
-module names its public names in ``__all__``, no module imports another's private names, and the
-package's module-level imports form no circle (the data layer imports nothing above it)."""
+"""The public surface and the imports: the facade agrees with its type-checking block, every module
+names its public names in ``__all__``, no module imports another's private names, and the
+package's imports, every one of them counted, form no circle."""
 from __future__ import annotations
 
 import ast
@@ -8,6 +8,7 @@ import importlib
 from pathlib import Path
 
 import neuronkit as nk
+from helpers import import_graph
 
 PACKAGE = Path(nk.__file__).parent
 MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__main__.py")
@@ -16,21 +17,6 @@ MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__main__.py")
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def top_level_imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(absolute module, names) of the module-level ``from . import`` statements, outside
-    ``if TYPE_CHECKING:`` (function-level imports are deferred and allowed)."""
-    tree = ast.parse(path.read_text())
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    out = []
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = package.split(".")
-            base = base[:len(base) - node.level + 1]
-            target = ".".join(base + ([node.module] if node.module else []))
-            out.append((target, [a.name for a in node.names]))
-    return out
 
 
 def test_facade_matches_its_type_checking_block():
@@ -58,40 +44,46 @@ def test_every_module_declares_its_public_names():
 
 
 def test_no_private_name_crosses_a_module():
-    for path in MODULES:
-        for target, names in top_level_imports(path):
-            private = [n for n in names if n.startswith("_") and n != "__version__"]
-            assert not private, f"{module_name(path)} imports {private} from {target}"
+    """Counting every import (in functions and under TYPE_CHECKING too)."""
+    for imp in import_graph.imports(PACKAGE):
+        private = [n for n in imp.names if n.startswith("_") and n != "__version__"]
+        assert not private, f"{imp.source}:{imp.line} imports {private} from {imp.target}"
 
 
-def test_no_import_circle_and_the_data_layer_imports_nothing_above_it():
-    graph = {module_name(p): {t for t, _ in top_level_imports(p)} for p in MODULES}
-    assert graph["neuronkit.events.event"] == set()
+def test_no_import_circle_counting_every_import():
+    """An ast count of every import statement (module level, inside functions, under
+    TYPE_CHECKING) finds no circle; the package facade (``neuronkit/__init__``) is left out: it
+    names every public module for type checkers and nothing imports it."""
+    edges = import_graph.graph(PACKAGE)
+    assert not [m for m, targets in edges.items() if "neuronkit" in targets], "a module imports the facade"
+    assert import_graph.circles(edges) == []
 
-    def visit(node: str, stack: list[str]) -> None:
-        assert node not in stack, "import circle: " + " -> ".join(stack + [node])
-        for nxt in graph.get(node, ()):
-            if nxt in graph and nxt != "neuronkit":
-                visit(nxt, stack + [node])
 
-    for name in graph:
-        if name != "neuronkit":
-            visit(name, [])
+def test_the_circle_check_can_fail(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("def f():\n    from pkg import b\n")
+    (tmp_path / "pkg" / "b.py").write_text("from typing import TYPE_CHECKING\n"
+                                            "if TYPE_CHECKING:\n    from pkg.a import f\n")
+    assert import_graph.circles(import_graph.graph(tmp_path / "pkg")) == [["pkg.a", "pkg.b"]]
+
+
+def test_the_events_layer_imports_nothing_else_of_neuronkit():
+    edges = import_graph.graph(PACKAGE)
+    for module in (m for m in edges if m.startswith("neuronkit.events")):
+        assert {t for t in edges[module] if not t.startswith("neuronkit.events")} == set(), module
 
 
 def test_the_package_ships_its_types():
     assert (PACKAGE / "py.typed").is_file()
 
 
-def test_views_and_examples_sit_on_top():
-    """Only views, examples and the public widget alias import views; nothing in the core imports
-    the examples (views may: the dashboard's sweep text lives there)."""
-    for path in MODULES:
-        name = module_name(path)
-        on_top = name.startswith(("neuronkit.views", "neuronkit.examples")) or name == "neuronkit.widget"
-        for target, _ in top_level_imports(path):
-            if not on_top:
-                assert not target.startswith(("neuronkit.views", "neuronkit.examples")), (name, target)
+def test_only_apps_import_the_examples():
+    """The examples sit outside the library core: of the layers, only apps may import them (the
+    layers contract in pyproject.toml, run by lint-imports, orders all the others)."""
+    for imp in import_graph.imports(PACKAGE):
+        if imp.target.startswith("neuronkit.examples"):
+            assert imp.source.startswith(("neuronkit.apps", "neuronkit.examples")), imp
 
 
 def test_the_agreed_public_paths_still_import():

@@ -1,1 +1,2 @@
-"""TODO"""
+"""The recorder: ``CompileRecorder`` attaches to the sources, stamps each event with rank,
+context and device, and owns its log. Imports sources, log, events, setup."""

@@ -70,7 +70,7 @@ def static_shape_warnings(values: dict[str, Any], device: str,
             "dataloader_drop_last=False: when the dataset size is not a multiple of the batch "
             "size, the last batch is smaller and compiles one extra graph (batch dim 0 changes), "
             "on Neuron one more full compile. Keep dataloader_drop_last=True, or check the "
-            "dataset with neuronkit.workloads.training.check_static_shapes(args, train_dataset).")
+            "dataset with nk.check_static_shapes(args, train_dataset).")
     if not values.get("torch_compile", True):
         where = "on Neuron the model then runs without compiled graphs" if device == "neuron" \
             else "no graph is compiled here, so the recompiles a Neuron run would pay stay hidden"
