@@ -15,7 +15,7 @@ from conftest import write_cache_entry
 from neuron_fake import NativeCacheWriter
 
 import neuronkit as nk
-import neuronkit.setup.cache
+import neuronkit.setup.cache_legacy
 import neuronkit.setup.cache_native
 from neuronkit.setup.cache import default_cache_dir, human_size, prune_cache
 from neuronkit.apps.cli import main
@@ -353,7 +353,8 @@ def test_prune_keeps_python_layout_files_under_a_held_compile_lock(native):
 
 
 def test_prune_checks_each_file_again_before_removing_it(native):
-    from neuronkit.setup.cache_native import prune_native, scan_native
+    from neuronkit.setup.cache_native import scan_native
+    from neuronkit.setup.cache_prune import prune_native
 
     scanned = scan_native(native.cache_dir)
     zero, stale = native.made["zero"][0], native.made["locks"][-1]
@@ -424,7 +425,8 @@ def test_native_shard_links_are_never_followed(native, tmp_path):
 
 def test_prune_never_deletes_through_a_folder_swapped_for_a_link(native, tmp_path):
     """A shard or lock folder replaced by a link after the scan: nothing beyond it is removed."""
-    from neuronkit.setup.cache_native import prune_native, scan_native
+    from neuronkit.setup.cache_native import scan_native
+    from neuronkit.setup.cache_prune import prune_native
 
     scanned = scan_native(native.cache_dir)
     zero, stale = native.made["zero"][0], native.made["locks"][-1]
@@ -487,7 +489,7 @@ def test_default_layout_follows_the_installed_torch_neuronx(monkeypatch, native)
 def defaults(monkeypatch, tmp_path):
     """Both default folders moved under tmp (neither exists yet)."""
     legacy, native_dir = tmp_path / "var-neuron-compile-cache", tmp_path / "tmp-neff_cache"
-    monkeypatch.setattr(neuronkit.setup.cache, "DEFAULT_CACHE_DIR", str(legacy))
+    monkeypatch.setattr(neuronkit.setup.cache_legacy, "DEFAULT_CACHE_DIR", str(legacy))
     monkeypatch.setattr(neuronkit.setup.cache_native, "NATIVE_CACHE_DIR", str(native_dir))
     monkeypatch.delenv("NEURON_CC_FLAGS", raising=False)
     return legacy, native_dir

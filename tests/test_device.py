@@ -12,7 +12,7 @@ import torch
 from neuron_fake import installed_fake
 
 import neuronkit as nk
-from neuronkit.setup import device
+from neuronkit.setup import device, neuron_stack
 from neuronkit.setup.device import DeviceFallbackWarning, cpu_backend, version_pairing
 
 REAL_TORCH_XLA_VERSION = device.torch_xla_version
@@ -190,8 +190,8 @@ def test_only_device_py_touches_torch_neuronx():
 def no_instance_hints(monkeypatch, tmp_path):
     """Nothing of this machine leaks in: no instance hint, no DMI product name, no torch_xla."""
     monkeypatch.delenv(device.INSTANCE_ENV, raising=False)
-    monkeypatch.setattr(device, "DMI_PRODUCT_NAME", str(tmp_path / "no-dmi"))
-    monkeypatch.setattr(device, "torch_xla_version", lambda: None)
+    monkeypatch.setattr(neuron_stack, "DMI_PRODUCT_NAME", str(tmp_path / "no-dmi"))
+    monkeypatch.setattr(neuron_stack, "torch_xla_version", lambda: None)
 
 
 def _other_minor(version: str) -> str:
@@ -239,7 +239,7 @@ def test_instance_hint_from_the_environment_wins(monkeypatch):
 
 def test_instance_from_the_dmi_product_name(fake_neuron, tmp_path, monkeypatch):
     dmi = tmp_path / "product_name"
-    monkeypatch.setattr(device, "DMI_PRODUCT_NAME", str(dmi))
+    monkeypatch.setattr(neuron_stack, "DMI_PRODUCT_NAME", str(dmi))
     dmi.write_text("trn2.48xlarge\n")
     report = nk.detect()
     assert (report.instance, report.instance_source) == ("trn2.48xlarge",
@@ -300,7 +300,7 @@ def test_detect_warns_on_a_mismatched_pair():
 
 
 def test_torch_xla_beside_native_is_flagged(monkeypatch):
-    monkeypatch.setattr(device, "torch_xla_version", lambda: "2.9.0")
+    monkeypatch.setattr(neuron_stack, "torch_xla_version", lambda: "2.9.0")
     with installed_fake():
         report = nk.detect()
     found = _finding(report, "torch_xla")
@@ -310,7 +310,7 @@ def test_torch_xla_beside_native_is_flagged(monkeypatch):
 
 def test_torch_xla_version_from_metadata_or_an_importable_module(monkeypatch):
     versions = {"torch-xla": "2.9.0"}
-    monkeypatch.setattr(device, "package_version", versions.get)
+    monkeypatch.setattr(neuron_stack, "package_version", versions.get)
     assert REAL_TORCH_XLA_VERSION() == "2.9.0"
     versions.clear()
     module = types.ModuleType("torch_xla")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from neuron_fake import installed_fake
 
-from neuronkit.setup import device, doctor_native
+from neuronkit.setup import device, doctor_native, neuron_stack
 from neuronkit.setup.doctor import doctor_report
 from neuronkit.setup.doctor_native import ACCELERATE_NEURON, TRANSFORMERS_NEURON, missing_features
 
@@ -38,8 +38,8 @@ def clean_env(monkeypatch, tmp_path):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NEURON_CC_FLAGS", f"--cache_dir={tmp_path / 'no-cache-yet'}")
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "no-neffs-yet"))
-    monkeypatch.setattr(device, "DMI_PRODUCT_NAME", str(tmp_path / "no-dmi"))
-    monkeypatch.setattr(device, "torch_xla_version", lambda: None)
+    monkeypatch.setattr(neuron_stack, "DMI_PRODUCT_NAME", str(tmp_path / "no-dmi"))
+    monkeypatch.setattr(neuron_stack, "torch_xla_version", lambda: None)
 
 
 @pytest.fixture
@@ -176,7 +176,7 @@ def test_trn1_with_native_neuronx_is_warned_once(native_env, monkeypatch):
 def test_mismatched_pair_and_torch_xla_in_the_doctor(native_env, monkeypatch):
     major, minor = torch.__version__.split(".")[:2]
     wrong = f"{major}.{int(minor) + 1}.3.0.9"
-    monkeypatch.setattr(device, "torch_xla_version", lambda: "2.9.0")
+    monkeypatch.setattr(neuron_stack, "torch_xla_version", lambda: "2.9.0")
     monkeypatch.setattr(doctor_native, "package_version", lambda dist: {
         "transformers": "5.24.0", "accelerate": "1.15.0"}.get(dist))
     with installed_fake(version=wrong):

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import neuronkit as nk
-from neuronkit.setup import models
+from neuronkit.setup import tiny
 from neuronkit.setup.device import DeviceFallbackWarning
 from neuronkit.examples import train_tiny
 from neuronkit.setup.models import (CorruptWeightsError, DeviceMapWarning, ModelNotFoundError,
@@ -88,7 +88,7 @@ def test_tiny_model_reloads_and_generates(tiny_model_path):
 def test_tiny_model_holds_the_shipped_trained_files(tiny_model_path):
     shipped = {f.name: f.read_bytes() for f in SHIPPED.iterdir() if f.is_file()}
     assert {"model.safetensors", "config.json", "tokenizer.json"} <= shipped.keys()
-    assert sorted(p.name for p in tiny_model_path.iterdir()) == sorted([*shipped, models.STAMP_FILE])
+    assert sorted(p.name for p in tiny_model_path.iterdir()) == sorted([*shipped, tiny.STAMP_FILE])
     for name, data in shipped.items():
         assert (tiny_model_path / name).read_bytes() == data, name
     assert sum(map(len, shipped.values())) < 1_000_000
@@ -97,8 +97,8 @@ def test_tiny_model_holds_the_shipped_trained_files(tiny_model_path):
 def test_build_copies_without_torch(tmp_path, monkeypatch):
     for name in ("torch", "transformers", "tokenizers", "safetensors"):
         monkeypatch.setitem(sys.modules, name, None)  # importing any of them now fails
-    path = models.tiny_model(tmp_path)
-    assert models._is_built(path)
+    path = tiny.tiny_model(tmp_path)
+    assert tiny._is_built(path)
 
 
 def test_shipped_tokenizer_is_the_one_trained_on_the_corpus(tiny_model_path, tmp_path):
@@ -135,7 +135,7 @@ def test_built_model_is_reused_not_rebuilt(tiny_model_path, monkeypatch):
     def refuse(folder):
         raise AssertionError("tiny_model rebuilt a complete model")
 
-    monkeypatch.setattr(models, "_build_into", refuse)
+    monkeypatch.setattr(tiny, "_build_into", refuse)
     assert nk.tiny_model() == tiny_model_path
 
 
@@ -145,16 +145,16 @@ def test_incomplete_or_stale_build_is_replaced(tmp_path, damage):
     if damage == "missing weights":
         (path / "model.safetensors").unlink()
     elif damage == "old recipe":
-        (path / models.STAMP_FILE).write_text(json.dumps({"recipe": -1}))
+        (path / tiny.STAMP_FILE).write_text(json.dumps({"recipe": -1}))
     else:  # what neuronkit before the trained model left in a user's cache
         corpus = "\n\n".join(train_tiny.corpus()).encode()
         stamp = {"recipe": 1, "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16]}
-        (path / models.STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n")
+        (path / tiny.STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n")
         (path / "model.safetensors").write_bytes(b"random weights")
     assert nk.tiny_model(tmp_path) == path
     assert (path / "model.safetensors").read_bytes() == \
         SHIPPED.joinpath("model.safetensors").read_bytes()
-    assert models._is_built(path)
+    assert tiny._is_built(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-qwen3", "tiny-qwen3.lock"]
 
 
@@ -166,14 +166,14 @@ def test_leftovers_of_a_killed_build_are_removed(tmp_path):
 
 
 def test_concurrent_first_calls_build_once(tmp_path, monkeypatch):
-    real_build, builds = models._build_into, []
+    real_build, builds = tiny._build_into, []
 
     def slow_build(folder):
         builds.append(folder)
         time.sleep(0.3)  # keep the others waiting on the lock
         real_build(folder)
 
-    monkeypatch.setattr(models, "_build_into", slow_build)
+    monkeypatch.setattr(tiny, "_build_into", slow_build)
     results, errors = [], []
 
     def call():

@@ -1,4 +1,5 @@
-"""The NEFF cache of native torch-neuronx ("TorchNeuron"): scan it, and prune what is left over.
+"""The NEFF cache of native torch-neuronx ("TorchNeuron"): where it is, and its files read into
+NEFFs, zero-size NEFFs, temp files and locks (pruning them is in ``cache_prune``).
 
 One folder (``TORCH_NEURONX_NEFF_CACHE_DIR``, default ``/tmp/neff_cache``) holds two layouts:
 
@@ -12,21 +13,20 @@ One folder (``TORCH_NEURONX_NEFF_CACHE_DIR``, default ``/tmp/neff_cache``) holds
 ``<local>`` is ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR`` (default ``/tmp/local_cache``). Locks are
 ``flock`` files left behind after use; a waiter breaks one after
 ``TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT`` seconds (default 1200). Only the files named above are
-ever removed here, and only when no compile can be using them. Links are never followed: a
-linked file or folder (which could lead out of the cache, or back into it) is neither counted nor
-removed, and nothing is removed through one.
+ever removed (by ``cache_prune``), and only when no compile can be using them. Links are never
+followed: a linked file or folder (which could lead out of the cache, or back into it) is neither
+counted nor removed, and nothing is removed through one.
 """
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from neuronkit.setup.cache_text import printable
 
 CACHE_DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
 LOCAL_DIR_ENV = "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"
@@ -41,34 +41,8 @@ _HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 __all__ = ["CACHE_DIR_ENV", "DISABLE_ENV", "LOCAL_DIR_ENV", "LOCK_TIMEOUT_ENV", "NATIVE_CACHE_DIR",
-           "NATIVE_LOCAL_DIR", "CacheFile", "LockFile", "NativeCache", "PruneItem", "PruneResult",
-           "ago", "cache_switch", "human_size", "is_native_shard", "lock_timeout", "native_cache_dir",
-           "native_local_dir", "printable", "prune_native", "scan_native"]
-
-
-def printable(value: object) -> str:
-    """``str(value)`` with control and other non-printable characters escaped (``\\x1b``)."""
-    text = str(value)
-    return text if text.isprintable() else \
-        "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def human_size(nbytes: int) -> str:
-    size = float(nbytes)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"  # pragma: no cover
-
-
-def ago(seconds: float) -> str:
-    """``90`` -> ``"2 min"``: a readable duration."""
-    seconds = max(0.0, seconds)
-    for unit, span in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= span:
-            return f"{seconds / span:.0f} {unit}"
-    return f"{seconds:.0f} s"
+           "NATIVE_LOCAL_DIR", "CacheFile", "LockFile", "NativeCache", "cache_switch", "file_beneath",
+           "is_native_shard", "lock_timeout", "native_cache_dir", "native_local_dir", "scan_native"]
 
 
 def native_cache_dir() -> tuple[Path, str]:
@@ -181,55 +155,12 @@ class NativeCache:
     def stale_locks(self) -> list[LockFile]:
         return [lk for lk in self.locks if lk.stale]
 
-    def lines(self) -> list[str]:
-        """The body of the readable summary (``CacheReport.__str__`` adds the header)."""
-        now, size = time.time(), human_size
-        out = [f"  NEFFs      {len(self.neffs)} ({size(self.neff_bytes)}): "
-               f"{self.count('cpp')} from the C++ path (ab/cd/<key>.neff), "
-               f"{self.count('python')} from the Python sync-mode path (<sha256>/<sha256>.neff)"]
-        newest = max(self.neffs, key=lambda f: f.mtime, default=None)
-        if newest is not None:
-            out.append(f"  newest     {printable(newest.path.name)} "
-                       f"({ago(now - newest.mtime)} ago)")
-        if self.zero_size:
-            out.append(f"  zero-size  {len(self.zero_size)} .neff of 0 bytes: the C++ path reads "
-                       "it as a miss, the Python path as an empty NEFF (--prune removes them)")
-            out += _listed(self.zero_size, now)
-        if self.temps:
-            young = len(self.temps) - len(self.leftovers)
-            out.append(f"  temp files {len(self.temps)} ({size(sum(f.size for f in self.temps))})"
-                       f": {len(self.leftovers)} left by writes that died (older than the lock "
-                       f"timeout; --prune removes them), {young} being written now")
-            out += _listed(self.leftovers, now)
-        held = sum(lk.held is True for lk in self.locks)
-        out.append(f"  locks      {len(self.locks)} in {printable(self.local_dir)} "
-                   f"({self.local_source}): {len(self.stale_locks)} stale (older than "
-                   f"{self.timeout_s} s, {self.timeout_source}; --prune removes them), "
-                   f"{held} held by a running compile")
-        for lk in sorted(self.locks, key=lambda lk: -lk.age_s)[:10]:
-            state = "held now" if lk.held else "stale" if lk.stale else "fresh"
-            out.append(f"    {printable(lk.path)}  {ago(lk.age_s)} old, {state}")
-        if len(self.locks) > 10:
-            out.append(f"    ... and {len(self.locks) - 10} more")
-        if self.other:
-            out.append(f"  other      {len(self.other)} file(s) that are not native cache files "
-                       "(left alone), e.g. " + printable(self.other[0]))
-        if self.unreadable:
-            out.append(f"  unreadable {len(self.unreadable)} folder(s), e.g. "
-                       f"{self.unreadable[0]}: run as the user who compiled")
-        return out
-
     @property
     def prunable(self) -> list[tuple[str, Path]]:
         """(what, path) of everything ``prune_native`` would remove."""
         return ([("temp leftover", f.path) for f in self.leftovers]
                 + [("zero-size NEFF", f.path) for f in self.zero_size]
                 + [("stale lock", lk.path) for lk in self.stale_locks])
-
-
-def _listed(files: list[CacheFile], now: float, limit: int = 5) -> list[str]:
-    out = [f"    {printable(f.path)}  ({ago(now - f.mtime)} old)" for f in files[:limit]]
-    return out + ([f"    ... and {len(files) - limit} more"] if len(files) > limit else [])
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -240,7 +171,7 @@ def _lstat(path: Path) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None  # never follows or counts a link
 
 
-def _beneath(base: Path, path: Path) -> os.stat_result | None:
+def file_beneath(base: Path, path: Path) -> os.stat_result | None:
     """``path``'s stat if it is a regular file reached from ``base`` through real folders only;
     None if it is missing, not a regular file, or any folder on the way is a link (which could
     lead out of the cache or lock folder). ``base`` itself may be a link: the user named it."""
@@ -257,30 +188,6 @@ def _beneath(base: Path, path: Path) -> os.stat_result | None:
         except OSError:
             return None
     return _lstat(path) if rel else None
-
-
-def _unlink_beneath(base: Path, path: Path) -> None:
-    """Remove the regular file ``path`` below ``base`` without following any link on the way:
-    each folder is opened relative to the one above with ``O_NOFOLLOW``, so a folder swapped
-    for a link after the checks raises instead of leading elsewhere."""
-    rel = path.relative_to(base).parts
-    if os.unlink not in os.supports_dir_fd or not hasattr(os, "O_NOFOLLOW"):  # pragma: no cover
-        if _beneath(base, path) is None:
-            raise OSError(errno.ELOOP, "not a regular file below the cache folder", str(path))
-        path.unlink()
-        return
-    directory = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
-    fd = os.open(base, directory)
-    try:
-        for part in rel[:-1]:
-            below = os.open(part, directory | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = below
-        if not stat.S_ISREG(os.stat(rel[-1], dir_fd=fd, follow_symlinks=False).st_mode):
-            raise OSError(errno.ELOOP, "not a regular file", str(path))
-        os.unlink(rel[-1], dir_fd=fd)
-    finally:
-        os.close(fd)
 
 
 def _classify(root: Path, rel: tuple[str, ...], st: os.stat_result) -> tuple[str, CacheFile]:
@@ -331,7 +238,7 @@ def _scan_locks(local_dir: Path, timeout_s: int, now: float) -> list[LockFile]:
         pass  # no local folder yet, or not ours to read
     locks = []
     for path, kind, key in sorted(found):
-        st = _beneath(local_dir, path)  # a linked locks/ or <h>/ folder is never followed
+        st = file_beneath(local_dir, path)  # a linked locks/ or <h>/ folder is never followed
         if st is None:
             continue
         age = now - st.st_mtime
@@ -367,116 +274,3 @@ def scan_native(root: Path) -> NativeCache:
                 cache.other.append(f.path)
     cache.locks = _scan_locks(local_dir, timeout_s, now)
     return cache
-
-
-@dataclass
-class PruneItem:
-    """One file prune looked at, and what happened to it."""
-
-    what: str   # "temp leftover" | "zero-size NEFF" | "stale lock"
-    path: Path
-    outcome: str  # "would remove" | "removed" | "kept: <why>" | "failed: <OS error>"
-
-
-@dataclass
-class PruneResult:
-    """What ``--prune`` removed (or, in a dry run, would remove); ``str()`` lists it."""
-
-    root: Path
-    local_dir: Path
-    dry_run: bool
-    items: list[PruneItem] = field(default_factory=list)
-
-    @property
-    def removed(self) -> list[Path]:
-        return [i.path for i in self.items if i.outcome == "removed"]
-
-    @property
-    def failed(self) -> list[PruneItem]:
-        """Files that could not be removed (permissions, ...)."""
-        return [i for i in self.items if i.outcome.startswith("failed")]
-
-    def __str__(self) -> str:
-        where = f"{printable(self.root)} (locks: {printable(self.local_dir)})"
-        if not self.items:
-            return (f"Nothing to prune in {where}: no temp leftovers, zero-size NEFFs or "
-                    "stale locks.")
-        width = max(len(i.what) for i in self.items)
-        rows = [f"  {i.what:<{width}}  {printable(i.path)}"
-                + ("" if i.outcome in ("would remove", "removed") else f"  [{i.outcome}]")
-                for i in self.items]
-        if self.dry_run:
-            n = sum(i.outcome == "would remove" for i in self.items)
-            return "\n".join([f"Dry run: would remove {n} file(s) from {where}:",
-                              *rows, "Nothing was removed. To remove them, run again with --yes."])
-        return "\n".join([f"Removed {len(self.removed)} of {len(self.items)} file(s) from "
-                          f"{where}:", *rows])
-
-
-@contextmanager
-def _holding(lock: Path | None) -> Iterator[bool]:
-    """Holds ``lock`` exclusively if its file exists; yields False if another process has it
-    (a compile is running) or it cannot be checked."""
-    fd, free = -1, True
-    try:
-        if lock is not None:
-            try:
-                import fcntl
-
-                fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except FileNotFoundError:
-                pass  # no lock file: nobody is compiling this key
-            except (ImportError, OSError):
-                free = False
-        yield free
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-def _remove(what: str, base: Path, path: Path, lock: Path | None,
-            still: Callable[[Path, Path], bool], dry_run: bool) -> PruneItem:
-    """Remove ``path`` (below ``base``) if ``still(base, path)`` holds, checked again while
-    holding ``lock``; never through a link."""
-    if dry_run:
-        return PruneItem(what, path, "would remove" if still(base, path) else
-                         "kept: changed since the scan")
-    with _holding(lock) as free:
-        if not free:
-            return PruneItem(what, path, "kept: locked by a running compile")
-        if not still(base, path):
-            return PruneItem(what, path, "kept: changed since the scan")
-        try:
-            _unlink_beneath(base, path)
-        except OSError as exc:
-            return PruneItem(what, path, f"failed: {exc.strerror}")
-    return PruneItem(what, path, "removed")
-
-
-def prune_native(root: Path, cache: NativeCache, *, dry_run: bool = True) -> PruneResult:
-    """Remove the temp leftovers, zero-size NEFFs and stale locks of ``cache`` (a dry run lists
-    them). Each file is checked again while holding its key's lock (the lock writers hold), so
-    a running compile never loses a file; good NEFFs and fresh or held locks are never touched.
-    As with torch-neuronx's own stale-lock breaking, a process that opened a lock just before it
-    is removed may compile that graph once more; the NEFF is the same."""
-    result = PruneResult(root, cache.local_dir, dry_run)
-
-    def old(base: Path, path: Path) -> bool:
-        st = _beneath(base, path)
-        return st is not None and time.time() - st.st_mtime > cache.timeout_s
-
-    def empty(base: Path, path: Path) -> bool:
-        st = _beneath(base, path)
-        return st is not None and st.st_size == 0
-
-    for f in cache.leftovers:
-        result.items.append(_remove("temp leftover", root, f.path,
-                                    f.lock_path(cache.local_dir), old, dry_run))
-    for f in cache.zero_size:
-        result.items.append(_remove("zero-size NEFF", root, f.path,
-                                    f.lock_path(cache.local_dir), empty, dry_run))
-    for lk in cache.stale_locks:
-        result.items.append(_remove("stale lock", cache.local_dir, lk.path, lk.path, old,
-                                    dry_run))
-    return result

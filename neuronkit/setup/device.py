@@ -5,20 +5,22 @@ The native torch-neuronx ("TorchNeuron", Trn2/Trn3) registers a ``neuron`` devic
 ``torch.compile``. ``device_map="auto"`` does not see it, so neuronkit always resolves the device
 itself and passes it explicitly. The older XLA-based torch-neuronx (trn1/inf2) registers no
 ``neuron`` device; ``detect()`` says so, and checks the instance type, the torch / torch-neuronx
-pairing and a stray ``torch_xla``.
+pairing and a stray ``torch_xla`` (those checks are in ``neuron_stack``).
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import os
-import re
 import sys
 import warnings
 from dataclasses import dataclass, field
-from importlib import metadata
-from pathlib import Path
 from typing import Any
+
+from neuronkit.setup.neuron_stack import (INSTANCE_ENV, NATIVE_FAMILIES, NEURON_PIP_REPO, XLA_FAMILIES,
+                                          Finding, instance_family, instance_type, native_findings,
+                                          torch_xla_version, version_pairing)
+from neuronkit.setup.packages import module_installed, package_version
 
 CPU_BACKEND_ENV = "NEURONKIT_CPU_BACKEND"
 DEFAULT_CPU_BACKEND = "eager"
@@ -31,12 +33,9 @@ __all__ = ["detect", "resolve_device", "DeviceReport", "NeuronNotFoundError",
            "DEFAULT_CPU_BACKEND", "Finding", "instance_type", "instance_family", "version_pairing",
            "torch_xla_version", "neuronx_build_defaults", "native_findings", "INSTANCE_ENV",
            "NATIVE_FAMILIES", "XLA_FAMILIES", "NEURON_PIP_REPO", "STACK_NAMES"]
+# Finding, the instance and version checks and their constants live in neuron_stack.py,
+# package_version and module_installed in packages.py; they stay importable from here
 
-INSTANCE_ENV = "NEURONKIT_INSTANCE_TYPE"  # e.g. trn2.48xlarge, where nothing else can tell
-DMI_PRODUCT_NAME = "/sys/devices/virtual/dmi/id/product_name"  # the instance type on EC2 (no IMDS)
-NATIVE_FAMILIES = ("trn2", "trn3")  # the native torch-neuronx (TorchNeuron) runs here only
-XLA_FAMILIES = ("trn1", "inf2")     # the XLA-based torch-neuronx (device 'xla') is for these
-NEURON_PIP_REPO = "https://pip.repos.neuron.amazonaws.com"
 STACK_NAMES = {"native": "native torch-neuronx (device 'neuron', torch.compile backend 'neuron')",
                "xla": "XLA-based torch-neuronx (device 'xla'; no 'neuron' device)"}
 
@@ -55,15 +54,6 @@ class NeuronNotFoundError(RuntimeError):
 
 class DeviceFallbackWarning(UserWarning):
     """The automatic device choice fell back from Neuron to another device."""
-
-
-@dataclass
-class Finding:
-    """One checked fact about the Neuron stack: ``status`` "ok" or "warn", ``text`` with the fix."""
-
-    status: str
-    name: str
-    text: str
 
 
 @dataclass
@@ -109,24 +99,6 @@ class DeviceReport:
         lines = [f"{label:<{width}}  {value}" for label, value in rows]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
-
-
-def package_version(dist: str) -> str | None:
-    """Installed version of the distribution ``dist`` (e.g. ``"torch-neuronx"``), or None."""
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def module_installed(name: str) -> bool:
-    """Whether ``import name`` would find a module (an entry of None in sys.modules: no)."""
-    if name in sys.modules:
-        return sys.modules[name] is not None
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def neuronx_installed() -> bool:
@@ -282,109 +254,6 @@ def resolve_device(requested: str | None = None) -> str:
         raise RuntimeError(f"device {requested!r} asked for, but torch sees no CUDA device; "
                            "use 'auto' or 'cpu'")
     return requested
-
-
-# --------------------------------------------------------------------------- the native stack
-
-_RELEASE_VERSION = re.compile(r"(\d+)\.(\d+)\.\d+\.\d+(?:\.\d+)*")  # 2.14.3.0.1234
-
-
-def instance_family(name: str) -> str | None:
-    """``"trn2"`` from ``"trn2.48xlarge"``, ``"trn2u"`` or a name mentioning it; None if no
-    Trainium/Inferentia family is named."""
-    match = re.search(r"(?<![a-z])(trn|inf)(\d)", name.lower())
-    return f"{match.group(1)}{match.group(2)}" if match else None
-
-
-def instance_type() -> tuple[str | None, str]:
-    """The instance type and where it came from, or ``(None, "")``: ``$NEURONKIT_INSTANCE_TYPE``,
-    else the EC2 DMI product name. It never asks the EC2 metadata service nor the Neuron runtime
-    (a query could initialise the runtime, which a later torch.distributed setup refuses)."""
-    hint = os.environ.get(INSTANCE_ENV, "").strip()
-    if hint:
-        return hint, f"${INSTANCE_ENV}"
-    try:
-        product = Path(DMI_PRODUCT_NAME).read_text(errors="replace").strip()
-    except OSError:
-        product = ""
-    if re.fullmatch(r"[a-z][a-z0-9-]*\.[a-z0-9-]+", product):  # e.g. trn2.48xlarge, m5.large
-        return product, "the EC2 DMI product name"
-    return None, ""
-
-
-def _instance_finding(instance: str | None, source: str) -> Finding:
-    if instance is None:
-        return Finding("ok", "instance", "type not known here (set $NEURONKIT_INSTANCE_TYPE, e.g. "
-                       "trn2.48xlarge, to have it checked): native torch-neuronx runs on Trn2 and "
-                       "Trn3 only")
-    family = instance_family(instance)
-    where = f"{instance} (from {source})"
-    if family in NATIVE_FAMILIES:
-        return Finding("ok", "instance", f"{where}: native torch-neuronx supports Trn2/Trn3")
-    if family in XLA_FAMILIES:
-        return Finding("warn", "instance", f"{where}: native torch-neuronx supports Trn2 and Trn3 "
-                       f"only, not {family}. Fix: on trn1/inf2 use the XLA-based torch-neuronx "
-                       "(device 'xla'; last shipped in Neuron SDK 2.31), or run on a trn2/trn3 "
-                       "instance")
-    what = f"{family} is not supported" if family else "not a Trainium instance"
-    return Finding("warn", "instance", f"{where}: {what}; native torch-neuronx runs on Trn2 and "
-                   "Trn3 only. Fix: run on a trn2/trn3 instance")
-
-
-def version_pairing(neuronx: str | None, torch_version: str | None) -> Finding | None:
-    """torch-neuronx ``X.Y.*`` pairs with torch ``X.Y`` (2.13.3.0.* with torch 2.13, 2.14.3.0.*
-    with 2.14). None without torch-neuronx; a dev or unknown version cannot be checked."""
-    if not neuronx:
-        return None
-    release = _RELEASE_VERSION.fullmatch(neuronx.split("+", 1)[0])
-    built = re.match(r"(\d+)\.(\d+)", torch_version or "")
-    if release is None or built is None:
-        return Finding("ok", "version pairing", f"cannot check the pairing: torch-neuronx "
-                       f"{neuronx!r} is not a release version (release X.Y.Z.W.* pairs with "
-                       "torch X.Y)")
-    want, have = f"{release[1]}.{release[2]}", f"{built[1]}.{built[2]}"
-    if want == have:
-        return Finding("ok", "version pairing", f"torch-neuronx {neuronx} pairs with torch "
-                       f"{torch_version}")
-    return Finding("warn", "version pairing", f"torch-neuronx {neuronx} is built for torch {want}, "
-                   f"but torch {torch_version} is installed (the pair must share major.minor). "
-                   f"Fix: pip install 'torch-neuronx=={have}.*' --extra-index-url={NEURON_PIP_REPO} "
-                   f"for this torch, or pip install 'torch=={want}.*' for this torch-neuronx")
-
-
-def torch_xla_version() -> str | None:
-    """The installed torch-xla version ("unknown version" without metadata), or None."""
-    version = package_version("torch-xla") or package_version("torch_xla")
-    if version:
-        return version
-    try:
-        return "unknown version" if importlib.util.find_spec("torch_xla") is not None else None
-    except (ImportError, ValueError):
-        return None
-
-
-def _torch_xla_finding(stack: str) -> Finding | None:
-    if stack != "native":
-        return None
-    version = torch_xla_version()
-    if version is None:
-        return Finding("ok", "torch_xla", "not installed: transformers uses the native 'neuron' "
-                       "device")
-    return Finding("warn", "torch_xla", f"torch-xla {version} is installed beside the native "
-                   "torch-neuronx: transformers then takes its XLA path (TrainingArguments picks "
-                   "the XLA device, is_torch_neuroncore_available() is True) instead of the native "
-                   "'neuron' device. Fix: pip uninstall torch-xla in this environment")
-
-
-def native_findings(stack: str, versions: dict[str, str | None], instance: str | None,
-                    source: str) -> list[Finding]:
-    """Instance type, version pairing and a stray torch_xla, for an installed torch-neuronx."""
-    if not stack:
-        return []
-    found = [_instance_finding(instance, source)] if stack == "native" else []
-    found += [f for f in (version_pairing(versions.get("torch-neuronx"), versions.get("torch")),
-                          _torch_xla_finding(stack)) if f is not None]
-    return found
 
 
 def neuronx_build_defaults() -> tuple[str | None, str | None]:

@@ -7,9 +7,10 @@ import os
 import time
 
 from neuronkit.setup.cache import CacheReport, inspect_cache
-from neuronkit.setup.device import (CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, STACK_NAMES, DeviceReport, detect,
-                                    package_version, torch_xla_version)
+from neuronkit.setup.device import CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, STACK_NAMES, DeviceReport, detect
 from neuronkit.setup.doctor_native import NEFF_CACHE_FIX, Check, library_checks, settings_checks
+from neuronkit.setup.neuron_stack import torch_xla_version
+from neuronkit.setup.packages import package_version
 
 STALE_LOCK_S = 3600.0
 

@@ -11,7 +11,9 @@ import os
 import shlex
 from collections.abc import Mapping
 
-from neuronkit.setup.device import DeviceReport, Finding, neuronx_build_defaults, package_version
+from neuronkit.setup.device import DeviceReport, neuronx_build_defaults
+from neuronkit.setup.neuron_stack import Finding
+from neuronkit.setup.packages import package_version
 
 Check = Finding  # status "ok" | "warn" | "tip", name, text (what was found, and the fix)
 
