@@ -1,3 +1,2 @@
-"""Views: they only read compile logs. Text tables (``text``), HTML (``html``), PNG charts
-(``charts``), the Chrome trace (``chrome_trace``); the dashboard's state (``dashboard_state``), its
-widget (``widget``) and the command line (``cli``) build on them."""
+"""Views: pure renderers, a compile log in and text, HTML, a table model or a figure out. They import
+only events, log, sources' torch_text, advice, and workloads' shapes (60 s a graph, for projections)."""

@@ -30,9 +30,10 @@ from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import (as_events, compile_seconds, graphs, neff_seconds, shape_key,
                                     total_seconds)
 from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s a graph
-from neuronkit.views.chart_layout import TITLE_FONT, LegendEntries, fit_layout, legend_label, plain_label
-from neuronkit.views.charts import (LIMIT_COLOUR, figure_axes, padded_limits, plain_log_ticks,
-                                    scatter_points, seconds_scale)
+from neuronkit.views.chart_data import padded_limits, seconds_scale
+from neuronkit.views.chart_layout import (LIMIT_COLOUR, TITLE_FONT, LegendEntries, fit_layout, legend_label,
+                                          plain_label)
+from neuronkit.views.charts import figure_axes, plain_log_ticks, scatter_points
 from neuronkit.views.safe import html_attr, html_text, terminal_safe
 
 __all__ = ["Comparison", "GraphCountChange", "RunTotals", "compare_chart", "compare_logs",

@@ -1,85 +1,31 @@
-"""The event table as a pure model: filters, search, sort, pages and exports of compile events.
+"""The event table as a pure model: filters, search, sort and pages of compile events.
 
 :class:`EventTable` keeps a sorted index of the events that pass its filters, so a live event is
 placed with one binary search (:meth:`EventTable.append`) and a page is rendered from its own rows
-only. Display values are plain text: the HTML view escapes them (``views.html``), the exports make
-them safe for spreadsheets and Markdown (:func:`table_csv`, :func:`table_markdown`).
+only. Display values are plain text (``table_cells.py``): the HTML view escapes them
+(``views.html``), the exports make them safe for spreadsheets and Markdown (``table_export.py``).
 """
 from __future__ import annotations
 
 import bisect
-import csv
-import html
-import io
 import math
-import re
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
-from neuronkit.sources.torch_text import short_reason
-from neuronkit.advice.finding import SEVERITIES
 from neuronkit.events.event import KINDS, CompileEvent
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import as_events, function_labels
-from neuronkit.views.safe import spreadsheet_safe, strip_control
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.views.table_cells import (CELLS, COLUMN_LABELS, KIND_LABELS, NEURON_COLUMNS,
+                                         OPTIONAL_COLUMNS, as_text, is_number, reason_list)
+from neuronkit.views.table_export import advice_markdown, table_csv, table_markdown
 
-__all__ = ["ARRIVAL", "COLUMN_LABELS", "NEURON_COLUMNS", "SORT_COLUMNS", "TABLE_ROWS", "EventTable",
-           "advice_markdown", "sort_key", "table_csv", "table_markdown"]
+__all__ = ["ARRIVAL", "COLUMN_LABELS", "KIND_LABELS", "NEURON_COLUMNS", "SORT_COLUMNS", "TABLE_ROWS",
+           "EventTable", "advice_markdown", "sort_key", "table_csv", "table_markdown"]
 
 TABLE_ROWS = 200            # rows per page; the table keeps every event
 ARRIVAL = "arrival"         # the order events came in (the default sort, newest first)
-COLUMN_LABELS: dict[str, str] = {
-    "seq": "#", "time": "time", "function": "function", "changed": "changed", "reason": "reason",
-    "duration_s": "seconds", "kind": "kind", "rank": "rank", "graph_count": "graphs",
-    "neff_compile_s": "NEFF s", "neff_cache": "NEFF cache", "kernels": "kernels",
-    "context": "context"}
-NEURON_COLUMNS: tuple[str, ...] = ("neff_compile_s", "neff_cache", "kernels")
-OPTIONAL_COLUMNS: frozenset[str] = frozenset({"rank", *NEURON_COLUMNS})  # shown when they say something
 SORT_COLUMNS: tuple[str, ...] = (ARRIVAL, *COLUMN_LABELS)
-KIND_LABELS: dict[str, str] = {
-    "first": "first", "recompile": "recompile", "limit_hit": "LIMIT HIT: runs eager",
-    "failed": "failed", "eager_fallback": "RAN EAGER", "kernels": "eager kernels",
-    "graph_break": "graph break"}
-REASON_WIDTH = 90
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
 SortKey = tuple[Any, ...]
-
-
-def _is_number(value: Any) -> bool:
-    """A finite int or float (not a bool)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:        # an int too large for a float
-        return False
-
-
-def _number(value: Any, spec: str) -> str:
-    """``value`` formatted with ``spec`` when it is a finite number, else as text."""
-    if _is_number(value):
-        try:
-            return format(value, spec)
-        except ValueError:       # a float where an int was expected (seq 1.5)
-            return format(float(value), "g")
-    return "" if value is None else str(value)
-
-
-def _reasons(value: Any) -> list[str]:
-    """An event's reasons as a list of strings, whatever an event holds there."""
-    if isinstance(value, (list, tuple)):
-        return [str(r) for r in value]
-    return [str(value)] if value not in (None, "") else []
-
-
-def _text(value: Any) -> str:
-    """A kind or rank as a hashable, comparable option value."""
-    return value if isinstance(value, str) else str(value)
-
-
-def _kind_label(kind: Any) -> str:
-    """A kind's label; an unknown kind as given."""
-    return KIND_LABELS[kind] if isinstance(kind, str) and kind in KIND_LABELS else _text(kind)
 
 
 def _distinct(values: list[Any]) -> Iterable[Any]:
@@ -97,7 +43,7 @@ def _earliest(values: list[Any]) -> float | None:
     """The least finite number of ``values`` (None when there is none)."""
     if set(map(type, values)) == {float} and math.isfinite(sum(values)):
         return min(values)                               # the usual case, without a call per value
-    return min((float(v) for v in values if _is_number(v)), default=None)
+    return min((float(v) for v in values if is_number(v)), default=None)
 
 
 def _rank(value: Any) -> int | str:
@@ -107,7 +53,7 @@ def _rank(value: Any) -> int | str:
 def sort_key(value: Any, missing_last: bool = True) -> tuple[int, float, str]:
     """A key that orders any values: numbers, then text (case-insensitive), then missing ones
     (first instead with ``missing_last=False``, so a descending order still ends with them)."""
-    if _is_number(value):
+    if is_number(value):
         return (1, float(value), "")
     if value is None or value == "":
         return (3 if missing_last else 0, 0.0, "")
@@ -262,11 +208,12 @@ class EventTable:
 
     def row(self, event: CompileEvent, columns: Sequence[str] | None = None) -> dict[str, str]:
         """One event's display values (plain text, not escaped)."""
-        return {c: _CELLS[c](self, event) for c in (self.columns if columns is None else columns)}
+        label, t0 = self.label(event), self._t0 or 0.0
+        return {c: CELLS[c](event, label, t0) for c in (self.columns if columns is None else columns)}
 
     def label(self, event: CompileEvent) -> str:
         """The event's function label, as the chart, counts and advice name it."""
-        return self._labels.get((event.function, event.location), _text(event.function))
+        return self._labels.get((event.function, event.location), as_text(event.function))
 
     # -- live updates ------------------------------------------------------------------
     def append(self, event: CompileEvent) -> None:
@@ -278,7 +225,7 @@ class EventTable:
         if relabel:
             self._labels = function_labels([*self._events, event])
         elif key not in self._labels:
-            self._labels[key] = _text(event.function)
+            self._labels[key] = as_text(event.function)
         position = len(self._events)
         self._events.append(event)
         self._keys.append(None)
@@ -307,7 +254,7 @@ class EventTable:
     def _note(self, events: list[CompileEvent]) -> None:
         """Record what events add to the options, the shown columns and the start time (one
         pass per field over their distinct values: a 10k-event log is read once, quickly)."""
-        self._kinds.update(map(_text, _distinct([e.kind for e in events])))
+        self._kinds.update(map(as_text, _distinct([e.kind for e in events])))
         self._ranks.update(map(_rank, _distinct([e.rank for e in events])))
         shown = self._shown_columns
         if len(self._ranks) > 1:
@@ -316,22 +263,22 @@ class EventTable:
             values = [getattr(e, column) for e in events]
             if values.count(None) < len(values):
                 shown.add(column)
-        if any(_is_number(k) and k > 0 for k in _distinct([e.kernels for e in events])):
+        if any(is_number(k) and k > 0 for k in _distinct([e.kernels for e in events])):
             shown.add("kernels")
         start = _earliest([e.started_at for e in events])
         if start is not None:
             self._t0 = start if self._t0 is None else min(self._t0, start)
 
     def _passes(self, event: CompileEvent) -> bool:
-        if self._kind_filter is not None and _text(event.kind) not in self._kind_filter:
+        if self._kind_filter is not None and as_text(event.kind) not in self._kind_filter:
             return False
         if self._rank_filter is not None and _rank(event.rank) not in self._rank_filter:
             return False
         if self._function_filter is not None and self.label(event) not in self._function_filter:
             return False
         if self._search:
-            haystack = "\n".join([self.label(event), _text(event.function), str(event.changed or ""),
-                                  *_reasons(event.reasons)])
+            haystack = "\n".join([self.label(event), as_text(event.function),
+                                  str(event.changed or ""), *reason_list(event.reasons)])
             return self._search in haystack.casefold()
         return True
 
@@ -342,10 +289,10 @@ class EventTable:
         if column == "function":
             return self.label(event)
         if column == "reason":
-            reasons = _reasons(event.reasons)
+            reasons = reason_list(event.reasons)
             return reasons[0] if reasons else None
         if column == "kind":
-            return KINDS.index(event.kind) if event.kind in KINDS else _text(event.kind)
+            return KINDS.index(event.kind) if event.kind in KINDS else as_text(event.kind)
         return getattr(event, column)
 
     def _key(self, position: int) -> SortKey:
@@ -384,98 +331,3 @@ class EventTable:
             return self._index[start:stop]
         count = len(self._index)
         return self._index[max(count - stop, 0):max(count - start, 0)][::-1]
-
-    def _reason_text(self, event: CompileEvent) -> str:
-        reasons = _reasons(event.reasons)
-        more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        return (short_reason(reasons[0], width=REASON_WIDTH) if reasons else "") + more
-
-
-# how each column shows an event (plain text)
-_CELLS: dict[str, Callable[[EventTable, CompileEvent], str]] = {
-    "seq": lambda t, e: _number(e.seq, "d"),
-    "time": lambda t, e: (f"{float(e.started_at) - (t._t0 or 0.0):.1f} s"
-                          if _is_number(e.started_at) else "—"),
-    "function": lambda t, e: t.label(e),
-    "changed": lambda t, e: str(e.changed or "—"),
-    "reason": lambda t, e: t._reason_text(e),
-    "duration_s": lambda t, e: _number(e.duration_s, ".2f"),
-    "kind": lambda t, e: _kind_label(e.kind),
-    "rank": lambda t, e: _number(e.rank, "d"),
-    "graph_count": lambda t, e: _number(e.graph_count, "d"),
-    "neff_compile_s": lambda t, e: _number(e.neff_compile_s, ".1f"),
-    "neff_cache": lambda t, e: _number(e.neff_cache, ""),
-    "kernels": lambda t, e: _number(e.kernels, "d") if e.kernels else "",
-    "context": lambda t, e: _number(e.context, ""),
-}
-
-
-# ------------------------------------------------------------------------------ exports
-
-def _columns_of(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None) -> list[str]:
-    return list(columns) if columns is not None else list(rows[0]) if rows else []
-
-
-def table_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """Rows as CSV (a header of column names first); every cell made safe for spreadsheets
-    (a leading ``=``, ``+``, ``-``, ``@`` cannot run as a formula)."""
-    rows = list(rows)
-    names = _columns_of(rows, columns)
-    if not names:
-        return ""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([spreadsheet_safe(name) for name in names])
-    for row in rows:
-        writer.writerow([spreadsheet_safe(row.get(name, "")) for name in names])
-    return out.getvalue()
-
-
-def markdown_text(value: Any) -> str:
-    """Text that renders literally in Markdown on one line: no HTML, link, code span or table
-    cell break can come from it (``< > &`` as entities, Markdown marks escaped)."""
-    text = strip_control(value, keep_newlines=False)
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
-
-
-def _markdown_cell(value: Any) -> str:
-    return markdown_text(spreadsheet_safe(strip_control(value, keep_newlines=False)))
-
-
-def table_markdown(rows: Iterable[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """Rows as a GitHub Markdown table, headed by the column labels; cells on one line, escaped,
-    formula starts neutralised."""
-    rows = list(rows)
-    names = _columns_of(rows, columns)
-    if not names:
-        return ""
-    lines = ["| " + " | ".join(_markdown_cell(COLUMN_LABELS.get(n, n)) for n in names) + " |",
-             "|" + "|".join(" --- " for _ in names) + "|"]
-    lines += ["| " + " | ".join(_markdown_cell(row.get(n, "")) for n in names) + " |"
-              for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def advice_markdown(advices: Iterable[Any]) -> str:
-    """``diagnose()`` findings as Markdown for a bug report, most severe first: a heading with
-    the severity and title, then what was seen, the fix and the numbers behind it."""
-    def severity(advice: Any) -> str:
-        value = getattr(advice, "severity", "info")
-        return value if isinstance(value, str) and value in SEVERITIES else "info"
-
-    found = sorted(advices, key=lambda a: SEVERITIES.index(severity(a)))
-    if not found:
-        return "No findings.\n"
-    parts = []
-    for advice in found:
-        lines = [f"### {severity(advice).capitalize()}: {markdown_text(advice.title)}", ""]
-        if getattr(advice, "detail", ""):
-            lines += [markdown_text(advice.detail), ""]
-        if getattr(advice, "fix", ""):
-            lines += [f"**Fix:** {markdown_text(advice.fix)}", ""]
-        numbers = getattr(advice, "numbers", None)
-        if isinstance(numbers, Mapping) and numbers:
-            listed = ", ".join(f"{markdown_text(k)} {markdown_text(v)}" for k, v in numbers.items())
-            lines += [f"*Numbers:* {listed}", ""]
-        parts.append("\n".join(lines))
-    return "\n".join(parts)

@@ -1,0 +1,103 @@
+"""What the reports need of a whole log, read in one pass (first start, labels, ranks, kinds,
+seconds), and which events a report shows under its ``limit``."""
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from neuronkit.events.event import CompileEvent
+from neuronkit.events.facts import as_events, function_labels
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.log.open import open_log
+from neuronkit.views.text_layout import clean
+
+__all__ = ["DEFAULT_LIMIT", "ReportFacts", "as_log", "check_limit", "header_field", "rank_ranges",
+           "report_facts", "shown"]
+
+DEFAULT_LIMIT = 50  # events a report shows: the most recent ones
+
+
+def as_log(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str]) -> CompileLog:
+    """A log as given, opened from a path, or made of events."""
+    if isinstance(log, CompileLog):
+        return log
+    if isinstance(log, (str, os.PathLike)):
+        return open_log(log)
+    return CompileLog(as_events(log))
+
+
+def check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be None (all events) or an int >= 0, got {limit!r}")
+
+
+def shown(events: Sequence[CompileEvent], limit: int | None) -> Sequence[CompileEvent]:
+    """The most recent ``limit`` events (None: all); touches only those."""
+    if limit is None or limit >= len(events):
+        return events
+    return events[len(events) - limit:] if limit else []
+
+
+def header_field(log: CompileLog, key: str) -> Any:
+    """A header field (``device``, ``backend``), else the events' distinct values joined."""
+    return log.header.get(key) or ",".join(sorted({str(getattr(e, key)) for e in log.events}
+                                                  - {""}))
+
+
+@dataclass
+class ReportFacts:
+    t0: float
+    labels: dict[tuple[str, str], str]
+    ranks: list[Any]  # ints in a well-formed log
+    neuron: bool
+    kinds: Counter[str]
+    compile_s: float
+    neff_s: float
+    share: float | None  # compile + NEFF seconds of the busiest rank / wall time
+
+
+def report_facts(log: CompileLog) -> ReportFacts:
+    """One pass over the events: first start, labels, ranks, kinds, seconds (``CompileLog``'s
+    ``total_compile_s``, ``total_neff_s`` and ``compile_share`` in one go)."""
+    t0 = float("inf")
+    pairs: dict[tuple[str, str], None] = {}
+    per_rank: dict[Any, float] = defaultdict(float)
+    kinds: dict[str, int] = defaultdict(int)
+    neuron = False
+    compile_s = neff_s = 0.0
+    for e in log.events:  # the one pass: keep it lean (100k events)
+        if e.started_at < t0:
+            t0 = e.started_at
+        pairs[e.function, e.location] = None
+        kinds[e.kind] += 1
+        seconds, neff = float(e.duration_s or 0.0), e.neff_s
+        compile_s += seconds
+        neff_s += neff
+        if e.neff_compile_s is not None or e.neff_cache is not None:
+            neuron = True
+        per_rank[e.rank] += seconds + neff
+    labels = function_labels([CompileEvent(function=f, location=loc) for f, loc in pairs])
+    share = max(per_rank.values(), default=0.0) / log.wall_time_s if log.wall_time_s else None
+    return ReportFacts(0.0 if t0 == float("inf") else t0, labels, sorted(per_rank, key=_rank_key),
+                       neuron, Counter(kinds), compile_s, neff_s, share)
+
+
+def _rank_key(rank: Any) -> tuple[int, int, str]:
+    return (0, rank, "") if isinstance(rank, int) else (1, 0, str(rank))
+
+
+def rank_ranges(ranks: Sequence[Any]) -> str:
+    """``0-7,9``: runs of three or more ranks as a range."""
+    parts: list[str] = []
+    i = 0
+    while i < len(ranks):
+        j = i
+        while (j + 1 < len(ranks) and isinstance(ranks[j], int)
+               and isinstance(ranks[j + 1], int) and ranks[j + 1] == ranks[j] + 1):
+            j += 1
+        parts += ([f"{ranks[i]}-{ranks[j]}"] if j - i >= 2
+                  else [clean(r) for r in ranks[i:j + 1]])
+        i = j + 1
+    return ",".join(parts)

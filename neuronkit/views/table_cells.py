@@ -1,0 +1,89 @@
+"""How the event table shows an event: its columns and their labels, and one plain-text cell per
+column (numbers formatted whatever an event holds, kinds named, the first reason shortened)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from neuronkit.events.event import CompileEvent
+from neuronkit.sources.torch_text import short_reason
+
+__all__ = ["CELLS", "COLUMN_LABELS", "KIND_LABELS", "NEURON_COLUMNS", "OPTIONAL_COLUMNS",
+           "REASON_WIDTH", "as_text", "is_number", "kind_label", "number_text", "reason_list",
+           "reason_text"]
+
+COLUMN_LABELS: dict[str, str] = {
+    "seq": "#", "time": "time", "function": "function", "changed": "changed", "reason": "reason",
+    "duration_s": "seconds", "kind": "kind", "rank": "rank", "graph_count": "graphs",
+    "neff_compile_s": "NEFF s", "neff_cache": "NEFF cache", "kernels": "kernels",
+    "context": "context"}
+NEURON_COLUMNS: tuple[str, ...] = ("neff_compile_s", "neff_cache", "kernels")
+OPTIONAL_COLUMNS: frozenset[str] = frozenset({"rank", *NEURON_COLUMNS})  # shown when they say something
+KIND_LABELS: dict[str, str] = {
+    "first": "first", "recompile": "recompile", "limit_hit": "LIMIT HIT: runs eager",
+    "failed": "failed", "eager_fallback": "RAN EAGER", "kernels": "eager kernels",
+    "graph_break": "graph break"}
+REASON_WIDTH = 90
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float (not a bool)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:        # an int too large for a float
+        return False
+
+
+def number_text(value: Any, spec: str) -> str:
+    """``value`` formatted with ``spec`` when it is a finite number, else as text."""
+    if is_number(value):
+        try:
+            return format(value, spec)
+        except ValueError:       # a float where an int was expected (seq 1.5)
+            return format(float(value), "g")
+    return "" if value is None else str(value)
+
+
+def reason_list(value: Any) -> list[str]:
+    """An event's reasons as a list of strings, whatever an event holds there."""
+    if isinstance(value, (list, tuple)):
+        return [str(r) for r in value]
+    return [str(value)] if value not in (None, "") else []
+
+
+def as_text(value: Any) -> str:
+    """A kind or rank as a hashable, comparable option value."""
+    return value if isinstance(value, str) else str(value)
+
+
+def kind_label(kind: Any) -> str:
+    """A kind's label; an unknown kind as given."""
+    return KIND_LABELS[kind] if isinstance(kind, str) and kind in KIND_LABELS else as_text(kind)
+
+
+def reason_text(event: CompileEvent) -> str:
+    """The first reason shortened, and how many more there are."""
+    reasons = reason_list(event.reasons)
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return (short_reason(reasons[0], width=REASON_WIDTH) if reasons else "") + more
+
+
+# how each column shows an event (plain text), given its function label and the table's start
+CELLS: dict[str, Callable[[CompileEvent, str, float], str]] = {
+    "seq": lambda e, label, t0: number_text(e.seq, "d"),
+    "time": lambda e, label, t0: (f"{float(e.started_at) - t0:.1f} s"
+                                  if is_number(e.started_at) else "—"),
+    "function": lambda e, label, t0: label,
+    "changed": lambda e, label, t0: str(e.changed or "—"),
+    "reason": lambda e, label, t0: reason_text(e),
+    "duration_s": lambda e, label, t0: number_text(e.duration_s, ".2f"),
+    "kind": lambda e, label, t0: kind_label(e.kind),
+    "rank": lambda e, label, t0: number_text(e.rank, "d"),
+    "graph_count": lambda e, label, t0: number_text(e.graph_count, "d"),
+    "neff_compile_s": lambda e, label, t0: number_text(e.neff_compile_s, ".1f"),
+    "neff_cache": lambda e, label, t0: number_text(e.neff_cache, ""),
+    "kernels": lambda e, label, t0: number_text(e.kernels, "d") if e.kernels else "",
+    "context": lambda e, label, t0: number_text(e.context, ""),
+}
