@@ -42,7 +42,7 @@ def length_log() -> CompileLog:
 
 
 def test_varying_length_names_dimension_values_and_plan_buckets():
-    from neuronkit.advice.shapes import CALLS_PER_LENGTH, MAX_SUGGESTED_BUCKETS
+    from neuronkit.advice.buckets import CALLS_PER_LENGTH, MAX_SUGGESTED_BUCKETS
     from neuronkit.workloads.shapes import DEFAULT_TOKEN_COST_S, plan_buckets
 
     advices = diagnose(length_log())
@@ -571,8 +571,8 @@ def test_a_memo_analyses_again_only_the_function_whose_events_changed(monkeypatc
     from neuronkit.advice import diagnose as advice
 
     seen: list[str] = []
-    real = advice._shape_findings
-    monkeypatch.setattr(advice, "_shape_findings",
+    real = advice.shape_findings
+    monkeypatch.setattr(advice, "shape_findings",
                         lambda function, *rest: seen.append(function) or real(function, *rest))
     log, memo = make_log(_growing_events()), {}
     diagnose(log, memo=memo)

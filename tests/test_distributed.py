@@ -125,7 +125,7 @@ def test_example_layout_from_the_command_line():
 
 SCRIPT = textwrap.dedent("""
     import os, sys, time
-    from neuronkit.workloads.distributed import rank_log_path
+    from neuronkit.log.rank_logs import rank_log_path
     from neuronkit.events.event import CompileEvent
     from neuronkit.log.compile_log import CompileLog
     rank = int(os.environ["RANK"])

@@ -89,7 +89,7 @@ def test_on_neuron_the_neuron_backend_and_no_cpu(tmp_path, fake_neuron, monkeypa
         return type("Args", (), {"torch_compile": kw["torch_compile"],
                                  "torch_compile_backend": kw.get("torch_compile_backend")})()
 
-    monkeypatch.setattr("neuronkit.workloads.training.TrainingArguments", capture)
+    monkeypatch.setattr("neuronkit.workloads.trainer_args.TrainingArguments", capture)
     args = fixed_shape_args(str(tmp_path))
     assert seen["torch_compile_backend"] == "neuron" and "use_cpu" not in seen
     assert seen["dataloader_drop_last"] is True and seen["bf16"] is True

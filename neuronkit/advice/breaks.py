@@ -1,9 +1,9 @@
 """Findings about compiles that built no graph: failures and graph breaks, counted per rank.
 
-``diagnose()`` (advice.py) adds them. A graph break is a ``graph_break`` event (or, in logs written
+``diagnose()`` (diagnose.py) adds them. A graph break is a ``graph_break`` event (or, in logs written
 before that kind, a ``failed`` compile with torch's ``Unsupported``); its finding says what the
 break was (``.item()``, a data-dependent branch, an unsupported builtin, FSDP's hooks, ...) from
-``_torch_text.break_cause`` and gives the fix for that cause; only FSDP's is "expected".
+``sources/torch_text.break_cause`` and gives the fix for that cause; only FSDP's is "expected".
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from neuronkit.advice.finding import Advice
 from neuronkit.advice.shapes import per_rank
+from neuronkit.advice.wording import count
 from neuronkit.sources.torch_text import break_cause, limit_failure, short_reason
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import of_kind
@@ -19,10 +20,6 @@ from neuronkit.events.facts import of_kind
 
 __all__ = ["BREAK_FIXES", "failure_findings", "graph_break_findings", "is_graph_break", "on_ranks",
            "why"]
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _listed(values: list[str], most: int = 4) -> str:
@@ -69,7 +66,7 @@ def failure_findings(function: str, events: list[CompileEvent], ranks: list[int]
         return []
     n, on, counts = on_ranks(failed, ranks)
     return [Advice(
-        f"{function}: {_count(n, 'compile')} failed{on}",
+        f"{function}: {count(n, 'compile')} failed{on}",
         f"First failure (event #{failed[0].seq}): {short_reason(why(failed[0]), 160)}.",
         "read the failure above; run once without torch.compile to check the model, then "
         "retry with the compile backend's own logs (TORCH_LOGS=+dynamo)", "critical",
@@ -126,14 +123,14 @@ def graph_break_findings(events: list[CompileEvent], labels: dict[tuple[str, str
         causes += [cause] if cause not in causes else []
     eager = max(per_rank([e for e in breaks if not found[id(e)][3]]).values(), default=0)
     split = max(per_rank([e for e in breaks if found[id(e)][3]]).values(), default=0)
-    title = ", ".join(([f"{_count(eager, 'function')} ran eagerly"] if eager else [])
-                      + ([f"{_count(split, 'graph')} split at a break"] if split else []))
+    title = ", ".join(([f"{count(eager, 'function')} ran eagerly"] if eager else [])
+                      + ([f"{count(split, 'graph')} split at a break"] if split else []))
     fixes = [BREAK_FIXES[c] for c in causes if c in BREAK_FIXES]
     if any(c not in BREAK_FIXES for c in causes):
         fixes.append(("otherwise " if fixes else "") + "remove the unsupported call from the "
                      "compiled code or move it out of the compiled function")
     return [Advice(
-        f"graph breaks: {title or _count(n, 'break')}{on}",
+        f"graph breaks: {title or count(n, 'break')}{on}",
         "Dynamo met code it cannot trace. Where it could resume, the function compiled as several "
         "graphs with eager code between them; where it could not, the whole function ran eagerly "
         "(the code it calls still compiles, as separate graphs). What broke: "

@@ -1,6 +1,6 @@
 """Findings that only native Neuron's compile path has: NEFF builds and eager-op kernels.
 
-``diagnose()`` (advice.py) adds them; each reads the Neuron fields of the events (``neff_compile_s``,
+``diagnose()`` (diagnose.py) adds them; each reads the Neuron fields of the events (``neff_compile_s``,
 ``neff_cache``, ``kernels`` events) and says nothing when there are none.
 """
 from __future__ import annotations

@@ -1,14 +1,43 @@
-"""Advice about the rank groups of a TP x FSDP layout: a warning naming the groups whose ranks
-compiled different graphs (the groups come from ``workloads/rank_groups.py``)."""
+"""Advice about ranks: ranks that compiled different graphs, and the rank groups of a TP x FSDP
+layout whose ranks did (the groups come from ``workloads/rank_groups.py``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 
 from neuronkit.advice.finding import Advice
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.events.facts import of_kind, shape_key
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.workloads.rank_groups import RankGroup, graphs_text, group_compiles
 
-__all__ = ["group_findings"]
+__all__ = ["group_findings", "rank_findings"]
+
+
+def rank_findings(events: list[CompileEvent], labels: dict[tuple[str, str], str]) -> list[Advice]:
+    """A warning when the ranks of a merged log compiled different graphs (by function label
+    and input shapes), naming what each rank alone compiled."""
+    seen: dict[int, set[tuple[str, str]]] = {rank: set() for rank in {e.rank for e in events}}
+    graphs = of_kind(events, *GRAPH_KINDS)
+    places = map(labels.__getitem__, zip(map(attrgetter("function"), graphs),
+                                         map(attrgetter("location"), graphs), strict=True))
+    for rank, seen_here in zip(map(attrgetter("rank"), graphs),
+                               zip(places, map(shape_key, graphs), strict=True), strict=True):
+        seen[rank].add(seen_here)
+    if len(seen) < 2 or len({frozenset(s) for s in seen.values()}) == 1:
+        return []
+    common = set.intersection(*seen.values())
+    counts = {r: len(s) for r, s in sorted(seen.items())}
+    only = {r: sorted(s - common) for r, s in sorted(seen.items()) if s - common}
+    detail = "; ".join(f"rank {r} alone compiled {len(x)}: " + ", ".join(f"{f} {sh}" for f, sh in x[:2])
+                       + (", …" if len(x) > 2 else "") for r, x in only.items())
+    return [Advice(
+        "ranks compiled different graphs: " + ", ".join(f"rank {r}: {n}" for r, n in counts.items()),
+        detail + ". A rank compiling a graph the others do not stalls them at the next collective.",
+        "give every rank the same shapes: the same padding or buckets (padding='max_length'), the "
+        "same per-device batch size and dataloader_drop_last=True", "warning",
+        {"graphs_per_rank": counts, "only_on_rank": {r: len(x) for r, x in only.items()},
+         "common": len(common)})]
 
 
 def group_findings(log: CompileLog, groups: Sequence[RankGroup]) -> list[Advice]:

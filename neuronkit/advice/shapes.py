@@ -1,10 +1,11 @@
 """The analysis behind advice: graphs per rank, and which input dimensions varied between them.
 
-``diagnose()`` (advice.py) words the findings; this module only counts and compares events. A
-merged log holds every rank's events, so counts are taken per rank. Every input
-dimension becomes a ``Series`` of the values it took, completed from the guard-failure reasons
-where the recorder saw no shapes; dimensions that changed together form one group (input_ids
-and attention_mask), each with a role: the batch size, a KV-cache length or a sequence length.
+The findings (``recompiles.py``, ``buckets.py``, ``limits.py``) word them; this module only
+counts and compares events. A merged log holds every rank's events, so counts are taken per rank.
+Every input dimension becomes a ``Series`` of the values it took, completed from the
+guard-failure reasons where the recorder saw no shapes; dimensions that changed together form one
+group (input_ids and attention_mask), each with a role: the batch size, a KV-cache length or a
+sequence length.
 """
 from __future__ import annotations
 
@@ -21,9 +22,8 @@ from neuronkit.sources.torch_text import (CACHE_NAME, input_name, limit_value_in
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import of_kind, shape_key
 
-__all__ = ["CALLS_PER_LENGTH", "Series", "consecutive", "graphs_of", "graphs_per_rank", "groups",
-           "is_generation", "limit_value", "per_rank", "plan", "scalar_guards", "series"]
-
+__all__ = ["Series", "consecutive", "graphs_of", "graphs_per_rank", "groups", "is_generation",
+           "limit_value", "per_rank", "scalar_guards", "series"]
 
 
 def graphs_per_rank(events: list[CompileEvent]) -> int:
@@ -81,6 +81,13 @@ class Series:
 
 def series(events: list[CompileEvent]) -> dict[tuple[str, int], Series]:
     """Input dimensions from the recorded shapes, completed from the guard-failure reasons."""
+    found = _from_shapes(events)
+    found.update(_from_reasons(events, found))
+    return found
+
+
+def _from_shapes(events: list[CompileEvent]) -> dict[tuple[str, int], Series]:
+    """A Series per (input, dim) of the recorded input shapes (int dims only)."""
     out: dict[tuple[str, int], Series] = {}
     columns: dict[str, list[Series | None]] = {}  # raw source -> its Series per dim, once seen
     for i, e in enumerate(events):
@@ -99,27 +106,33 @@ def series(events: list[CompileEvent]) -> dict[tuple[str, int], Series]:
                         name = input_name(raw)
                         found = column[d] = out.setdefault((name, d), Series(name, d, len(dims)))
                     found.values.append((i, v))
-    from_reasons: dict[tuple[str, int], Series] = {}
+    return out
+
+
+def _from_reasons(events: list[CompileEvent],
+                  known: dict[tuple[str, int], Series]) -> dict[tuple[str, int], Series]:
+    """A Series per (input, dim) that guard failures name as a size mismatch and ``known`` (the
+    recorded shapes) lacks: the first graph's value is what the first recompile expected."""
+    out: dict[tuple[str, int], Series] = {}
     parsed: dict[str, list[tuple[str, int, int, int]]] = {}  # a merged log repeats each reason
     for i, e in enumerate(events):
         for reason in e.reasons:
             if not names_size_mismatch(reason):
                 continue
-            if sole_mismatch_at(reason) in out:  # one mismatch, of a dim the shapes gave
+            if sole_mismatch_at(reason) in known:  # one mismatch, of a dim the shapes gave
                 continue
             mismatches = parsed.get(reason)
             if mismatches is None:
                 mismatches = parsed[reason] = size_mismatches(reason)
             for name, dim, expected, actual in mismatches:
                 key = (name, dim)
-                if key in out:
+                if key in known:
                     continue
-                s = from_reasons.setdefault(key, Series(key[0], key[1], None))
+                s = out.setdefault(key, Series(key[0], key[1], None))
                 if not s.values:  # the first graph's value is what the first recompile expected
                     s.values.append((-1, expected))
                 if s.values[-1][0] != i:
                     s.values.append((i, actual))
-    out.update(from_reasons)
     return out
 
 
@@ -166,23 +179,3 @@ def scalar_guards(events: list[CompileEvent]) -> dict[str, list[int]]:
 def consecutive(values: list[int]) -> bool:
     """Four or more values one apart: what a cache growing by one token per step leaves."""
     return len(values) >= 4 and all(b - a == 1 for a, b in zip(values, values[1:], strict=False))
-
-
-# A log shows which lengths compiled, not how often they will come back: assume each one recurs
-# this many times (a serving run, or the steps of an epoch), so padding is paid that often while
-# each bucket compiles once. Fewer calls would favour fewer buckets, more calls more buckets.
-CALLS_PER_LENGTH = 1000
-MAX_SUGGESTED_BUCKETS = 4
-
-
-def plan(seen: list[int]) -> list[int]:
-    """Bucket boundaries for the lengths a log saw (one entry per event, so repeats weigh more).
-
-    shapes.plan_buckets weighs one compile (60 s) against the padding of every call, each length
-    assumed to recur :data:`CALLS_PER_LENGTH` times; at most :data:`MAX_SUGGESTED_BUCKETS`.
-    """
-    from neuronkit.workloads.shapes import DEFAULT_TOKEN_COST_S, plan_buckets
-
-    plan = plan_buckets(sorted(seen), max_buckets=min(MAX_SUGGESTED_BUCKETS, len(set(seen))),
-                        token_cost_s=DEFAULT_TOKEN_COST_S * CALLS_PER_LENGTH)
-    return [int(b) for b in plan.boundaries]

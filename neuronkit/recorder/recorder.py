@@ -6,19 +6,14 @@
 
 Events come from the sources (``sources/``: torch's structured trace, read in process), which
 hand each recorder a typed CompileEvent; the recorder adds rank, context and device and owns the
-log. Several recorders may be active at once: each sees every compile. A recorder may be started again after
-``stop()``: it continues the same log. ``log_path`` is (re)written with a header line, then each
-event is appended and flushed as it happens.
+log. Several recorders may be active at once: each sees every compile. A recorder may be started
+again after ``stop()``: it continues the same log. ``log_path`` is (re)written with a header line
+(``header.py``), then each event is appended and flushed as it happens.
 
-One log file, one recorder: a recorder holds its ``log_path`` from ``start()`` to ``stop()`` (and
-for each write while stopped), and another recorder given that path, in this process or another,
-is refused (``LogPathInUseError``) instead of truncating it. Across processes the hold is an
-exclusive ``flock`` on the file, which the OS drops when a process dies; on Windows, and on
-network filesystems without locks, only recorders of the same process are told apart. A stopped
-recorder lets its path go: a new recorder there starts the file afresh, and the stopped one is
-then refused a restart (it keeps its events in memory) rather than mix two logs in one file. A
-failed write costs no event: the event stays in ``rec.events`` and reaches the subscribers
-(dashboard, Trainer callback); the failure is said once (all of them: ``rec.write_errors``).
+One log file, one recorder (``log_file.py``): another recorder given the same path is refused
+(``LogPathInUseError``) instead of truncating it. A failed write costs no event: the event stays
+in ``rec.events`` and reaches the subscribers (dashboard, Trainer callback); the failure is said
+once (all of them: ``rec.write_errors``).
 
 Compiles in progress: ``rec.compiling`` and ``rec.subscribe_starts(fn)`` (``CompileStart``, see
 ``sources/starts.py``): when a compile begins, when its input shapes are known, when it ends.
@@ -30,133 +25,24 @@ import contextvars
 import dataclasses
 import itertools
 import os
-import threading
 import time
-import weakref
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
-try:
-    import fcntl
-except ImportError:  # Windows: recorders of this process are told apart, not other processes
-    fcntl = None  # type: ignore[assignment]
-
-from neuronkit.events.schema import FORMAT, FORMAT_VERSION
 from neuronkit.events.event import CompileEvent
-from neuronkit.log.compile_log import CompileLog
-from neuronkit.sources.sink import say
-from neuronkit.sources.subscribers import add_subscriber
-from neuronkit.sources.dynamo import TAP
-from neuronkit.sources.neuron import NEURON
-from neuronkit.sources.starts import CompileStart, InProgress
+from neuronkit.recorder.header import default_header, detected
+from neuronkit.recorder.log_file import LogFile, LogPathInUseError
+from neuronkit.setup import device as setup_device
 from neuronkit.setup.process import default_rank
+from neuronkit.sources.dynamo import TAP, add_recompile_context
+from neuronkit.sources.neuron import NEURON
+from neuronkit.sources.sink import say
+from neuronkit.sources.starts import CompileStart, InProgress
+from neuronkit.sources.subscribers import add_subscriber
 
 __all__ = ["CompileRecorder", "CompileStart", "LogPathInUseError", "default_header"]
 
 
 _IDS = itertools.count()  # names each recorder's ContextVar
-
-
-class LogPathInUseError(RuntimeError):
-    """Another recorder writes the log file this one was given: two would mix or lose events."""
-
-
-# -- one recorder per log file ------------------------------------------------------------------
-_HOLDERS: dict[str, weakref.ReferenceType[CompileRecorder]] = {}  # real path -> its recorder
-_HOLDERS_LOCK = threading.Lock()
-
-
-def _in_use(path: Path, who: str) -> str:
-    return (f"{path} is already the log of {who}: two recorders on one file would interleave "
-            f"their events and the second would truncate the first's. Give each recorder its own "
-            f"log_path (one per rank: nk.rank_log_path({str(path)!r})), or stop the other one "
-            "first; to see the same events twice, use one recorder and rec.subscribe(...)")
-
-
-_Signature = tuple[int, int, int, int] | None
-
-
-def _signature(path: Path) -> _Signature:
-    """What tells whether a file changed: device, inode, size, mtime (None: no file)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-
-
-class _Hold:
-    """A recorder's hold on its log file: its entry in this process's table, and an exclusive
-    ``flock`` on the file (other processes); released by :meth:`release` or with the recorder."""
-
-    def __init__(self, path: Path, owner: CompileRecorder) -> None:
-        self.path = path
-        self.key = os.path.normcase(os.path.realpath(path))
-        self.ref = weakref.ref(owner)
-        with _HOLDERS_LOCK:
-            other = _HOLDERS.get(self.key)
-            holder = other() if other is not None else None
-            if holder is not None and holder is not owner:
-                state = "recording" if holder.active else "writing"
-                raise LogPathInUseError(_in_use(path, f"another CompileRecorder of this process "
-                                                      f"(rank {holder.rank}, {state})"))
-            _HOLDERS[self.key] = self.ref
-        self.fd: int | None = None
-        try:
-            self.fd = self._lock()
-        except BaseException:
-            self._forget()
-            raise
-        self._finalizer = weakref.finalize(owner, self.release)
-
-    def _lock(self) -> int | None:
-        if fcntl is None:
-            return None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogPathInUseError(_in_use(self.path, "a recorder in another process")) from None
-        except OSError:  # a filesystem without locks (some network mounts): this process only
-            os.close(fd)
-            return None
-        return fd
-
-    def _forget(self) -> None:
-        with _HOLDERS_LOCK:
-            if _HOLDERS.get(self.key) is self.ref:
-                del _HOLDERS[self.key]
-
-    def release(self) -> _Signature:
-        """Let the file go; returns its signature as left (to see, later, if it changed)."""
-        left = _signature(self.path)
-        if self.fd is not None:
-            os.close(self.fd)  # drops the flock
-            self.fd = None
-        self._forget()
-        self._finalizer.detach()
-        return left
-
-
-def default_header(device: str = "", backend: str = "", **extra: Any) -> dict[str, Any]:
-    """The header line: format, versions, device and backend."""
-    from neuronkit._version import __version__
-    from neuronkit.setup.device import package_version
-
-    versions: dict[str, Any] = {"neuronkit": __version__}
-    for name in ("torch", "transformers", "torch_neuronx"):
-        versions[name] = package_version(name.replace("_", "-"))
-    return {"format": FORMAT, "version": FORMAT_VERSION, **versions,
-            "device": device, "backend": backend, **extra}
-
-
-def _detected() -> tuple[str, str]:
-    from neuronkit.setup.device import detect
-
-    report = detect()
-    return report.device, report.compile_backend
 
 
 class CompileRecorder:
@@ -178,32 +64,18 @@ class CompileRecorder:
         if rank is not None and (not isinstance(rank, int) or rank < 0):
             raise ValueError(f"rank must be a non-negative int, got {rank!r}")
         if not (device and backend):
-            detected = _detected()
-            device, backend = device or detected[0], backend or detected[1]
+            found = detected()
+            device, backend = device or found[0], backend or found[1]
         self.device, self.backend = str(device), str(backend)
         self.rank = default_rank() if rank is None else rank
         self.quiet = quiet
         self.subscriber_errors: list[BaseException] = []
-        self.write_errors: list[Exception] = []  # failed writes to log_path (events are kept)
         self._started: float | None = None
         self._wall_s = 0.0
-        self._hold: _Hold | None = None
-        self._left: tuple[Path, _Signature] | None = None  # the file as this recorder left it
-        self._path_lock = threading.Lock()
         header = default_header(device=self.device, backend=self.backend, rank=self.rank)
-        if log_path is None:
-            self.log = CompileLog(header=header)
-        else:
-            path = Path(log_path)
-            if path.is_dir():
-                raise IsADirectoryError(f"log_path {path} is a folder: pass a .jsonl file, e.g. "
-                                        f"{path / 'compile.jsonl'} (one per rank: "
-                                        f"nk.rank_log_path({str(path)!r}))")
-            hold = _Hold(path, self)  # refused if another recorder writes it: nothing truncated
-            try:
-                self.log = CompileLog(header=header, path=path)
-            finally:
-                self._left = (path, hold.release())
+        self._file = LogFile(self, header, log_path)  # refused if another recorder writes it
+        self.log = self._file.log
+        self.write_errors = self._file.errors  # failed writes to log_path (events are kept)
         self._default_context = str(context)
         self._context = contextvars.ContextVar(f"neuronkit_context_{next(_IDS)}",
                                                default=self._default_context)
@@ -224,15 +96,13 @@ class CompileRecorder:
     def start(self) -> CompileRecorder:
         """Begin recording (again: a restarted recorder continues the same log)."""
         if self._started is None:
-            from neuronkit.setup.device import import_neuronx
-
-            import_neuronx()  # on Neuron: NEFF build times and eager kernels (sources/neuron.py)
-            self._take_path()
+            setup_device.import_neuronx()  # on Neuron: NEFF build times, eager kernels (neuron.py)
+            self._file.take()
             try:
                 NEURON.baseline(self)
                 TAP.attach(self)
             except BaseException:
-                self._leave_path()
+                self._file.leave()
                 raise
             self._started = time.perf_counter()
         return self
@@ -252,75 +122,10 @@ class CompileRecorder:
             try:
                 self.log.set_wall_time(self._wall_s)
             except OSError as exc:  # kept in memory; never masks the body's own exception
-                self._write_failed(exc, "the wall time")
+                self._file.failed(exc, "the wall time")
             finally:
-                self._leave_path()
+                self._file.leave()
         return self
-
-    # -- the log file -------------------------------------------------------------------
-    def _take_path(self) -> None:
-        """Hold ``log_path`` while recording. Refused (LogPathInUseError) when another recorder
-        holds it, or when the file changed since this recorder last wrote it (another recorder
-        wrote it meanwhile: appending would mix two logs). A file gone is written again whole."""
-        path = self.log.path
-        if path is None or self._hold is not None:
-            return
-        found = _signature(path)
-        try:
-            hold = _Hold(path, self)
-        except OSError as exc:  # not LogPathInUseError: record in memory, say so once
-            self._write_failed(exc, "the log")
-            return
-        if found is not None and self._left is not None and self._left[0] == path and (
-                found != self._left[1]):  # (a path of rec.log.save() is the user's to choose)
-            hold.release()
-            raise LogPathInUseError(
-                f"{path} changed since this recorder stopped (another recorder or program wrote "
-                f"it); restarting would mix two logs in one file. This recorder's "
-                f"{len(self.log)} events are in rec.log: save them with rec.log.save(other_path), "
-                "or give each recorder its own log_path")
-        self._hold = hold
-        if found is None:
-            try:
-                self.log.save(path)
-            except OSError as exc:
-                self._write_failed(exc, "the log")
-
-    def _leave_path(self) -> None:
-        if self._hold is not None:
-            self._left = (self._hold.path, self._hold.release())
-            self._hold = None
-
-    @contextlib.contextmanager
-    def _writing(self, what: str) -> Iterator[None]:
-        """Around one write to the log: a stopped recorder holds its file for the write (one
-        that another recorder took keeps its events in memory from then on); a failed write
-        is said once and costs no event (it is in memory before the write)."""
-        if self._started is not None or self.log.path is None:
-            try:
-                yield
-            except OSError as exc:
-                self._write_failed(exc, what)
-            return
-        with self._path_lock:
-            try:
-                self._take_path()
-            except LogPathInUseError as exc:
-                self.log.path = None  # the file is another recorder's now
-                self._write_failed(exc, what)
-            try:
-                yield
-            except OSError as exc:
-                self._write_failed(exc, what)
-            finally:
-                self._leave_path()
-
-    def _write_failed(self, exc: Exception, what: str) -> None:
-        self.write_errors.append(exc)
-        if len(self.write_errors) == 1:
-            say(f"could not write {what} to {self.log.path or 'the log file'}: {exc}; recording "
-                f"goes on in memory (rec.events; the dashboard and subscribers get every event). "
-                "Save them with rec.log.save(path) (all errors: rec.write_errors)")
 
     def __enter__(self) -> CompileRecorder:
         return self.start()
@@ -366,18 +171,7 @@ class CompileRecorder:
 
     def register_recompile_context(self) -> Callable[[], None]:
         """Also hand the current label to torch's own ``recompile_user_contexts`` metric."""
-        import torch._dynamo
-
-        hook = lambda: self._context.get()  # noqa: E731
-        torch._dynamo.register_hook_for_recompile_user_context(hook)
-
-        def unregister() -> None:
-            from torch._dynamo import utils
-
-            hooks = getattr(utils, "_recompile_user_contexts", None) or []
-            if hook in hooks:
-                hooks.remove(hook)
-        return unregister
+        return add_recompile_context(self._context.get)
 
     # -- subscribers --------------------------------------------------------------------
     def subscribe(self, fn: Callable[[CompileEvent], Any]) -> Callable[[], None]:
@@ -421,7 +215,7 @@ class CompileRecorder:
         """Set fields resolved after the event was recorded (``CompileLog.update``); set in
         memory even when the file cannot be written."""
         event: CompileEvent | None = None
-        with self._writing("an update"):
+        with self._file.writing("an update", self.active):
             event = self.log.update(seq, **fields)
         if event is None:  # the write failed after the fields were set
             event = next(e for e in self.log.events if e.seq == seq)
@@ -443,7 +237,7 @@ class CompileRecorder:
             event, device=event.device or self.device, backend=event.backend or self.backend,
             rank=self.rank, context=self._context.get(),
             metrics={**event.metrics, **notes} if notes else dict(event.metrics))
-        with self._writing("a compile event"):
+        with self._file.writing("a compile event", self.active):
             self.log.append(event)  # in memory first: a failed write does not lose it
         self._in_progress.end_compile(event)
         for fn in list(self._subscribers):

@@ -15,8 +15,12 @@ them) cannot unhook it; warm calls emit no trace records, so it costs nothing on
 filter on ``torch._dynamo.convert_frame`` reads torch's recompile-limit warning and hides it when
 every sink is quiet; with dynamo logging silenced the metrics record alone says it was a hit.
 
-With ``recompile_limit.py``, the only module that touches ``torch._dynamo`` / ``torch._logging``
-internals.
+Here live most of neuronkit's uses of torch's private Dynamo internals (the trace logger, the
+frames of ``convert_frame._compile``, the compile context, the instruction translator, the
+recompile-context hooks of :func:`add_recompile_context`). The others: ``sources/neuron.py``
+(Dynamo's ``counters``), ``sources/kernel_forecast.py`` (``torch._dynamo.disable``'s wrapper and
+``output_graph``'s graph marker), ``setup/decode_graphs.py`` (a code's cache entries and its run-only
+mark) and ``workloads/recompile_limit.py`` (``torch._dynamo.config.patch`` of the limits).
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import sys
 import threading
 import time
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
 
 from neuronkit.sources.torch_text import break_site, input_name, limit_note, parse_device, parse_reasons
 from neuronkit.events.event import CompileEvent
@@ -36,7 +40,7 @@ from neuronkit.sources.assemble import (FrameName, FunctionState, TracedParts, a
 from neuronkit.sources.neuron import NEURON, awaits_build
 from neuronkit.sources.starts import CompileStart, device_start
 
-__all__ = ["TAP"]
+__all__ = ["TAP", "add_recompile_context"]
 
 _TRACE_LOGGER = "torch.__trace"                   # torch._logging._internal.trace_log
 _LIMIT_LOGGER = "torch._dynamo.convert_frame"      # logs "torch._dynamo hit config.recompile_limit"
@@ -285,6 +289,23 @@ class _Tap(logging.Handler):
                 self._error(exc)
 
 
+def add_recompile_context(label: Callable[[], str]) -> Callable[[], None]:
+    """Hand ``label()`` to torch's own ``recompile_user_contexts`` metric of every compile;
+    returns the function that takes it back."""
+    import torch._dynamo
+
+    hook = lambda: label()  # noqa: E731  (a hook of its own, removed by identity)
+    torch._dynamo.register_hook_for_recompile_user_context(hook)
+
+    def remove() -> None:
+        from torch._dynamo import utils
+
+        hooks = getattr(utils, "_recompile_user_contexts", None) or []
+        if hook in hooks:
+            hooks.remove(hook)
+    return remove
+
+
 def _warn_limit(event: CompileEvent) -> None:
     """Say, once per limit hit, what torch does silently: the function now runs eager."""
     name, value = event.metrics["limit"]["name"], event.metrics["limit"]["value"]
@@ -293,7 +314,5 @@ def _warn_limit(event: CompileEvent) -> None:
                f"{event.changed or 'see the event reasons'}. Pad inputs to a few fixed shapes "
                f"(nk.Buckets), or raise torch._dynamo.config.{name}.")
     say(message, event.location)
-
-
 
 TAP = _Tap()

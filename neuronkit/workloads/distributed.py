@@ -1,14 +1,16 @@
-"""Distributed runs: which rank this is, one compile log per rank, merging them, launching torchrun.
+"""Distributed runs: launching torchrun, and whether Trainer can train a tensor-parallel model here.
 
-Compile events are per process: each rank compiles (and recompiles) on its own. Each rank writes
-``<base>.rank<N>.jsonl``; :func:`merge_logs` folds them into one :class:`CompileLog` whose events
-all carry their rank, so charts and advice can compare ranks.
+Compile events are per process: each rank compiles (and recompiles) on its own and writes
+``<base>.rank<N>.jsonl``; ``merge_logs`` (``log/rank_logs.py``) folds them into one
+:class:`CompileLog` whose events all carry their rank, so charts and advice can compare ranks.
 
     result = nk.launch("train.py", nproc_per_node=2, log_dir="logs")   # torchrun, streamed
     log = nk.merge_logs(result.log_paths)
 
-Trainer with tensor parallelism (``DistributedConfig(tp_size=N)``) only runs where accelerate
-supports it: FSDP2 or multi-accelerator runs (Neuron, CUDA). On CPU accelerate refuses it; use
+:func:`launch` builds the command (:func:`torchrun_command`), streams the run's output within a
+deadline (killing the whole process group past it) and names the failed rank. Trainer with
+tensor parallelism (``DistributedConfig(tp_size=N)``) only runs where accelerate supports it:
+FSDP2 or multi-accelerator runs (Neuron, CUDA). On CPU accelerate refuses it; use
 :func:`check_trainer_parallelism` before building the Trainer to get the explanation and the
 workaround (a plain training loop here; Trainer on Neuron).
 
@@ -36,7 +38,7 @@ from neuronkit.sources.torch_logs import failed_ranks, rank_output, ranks_that_p
 LOG_DIR_ENV = "NEURONKIT_LOG_DIR"   # launch() tells the ranks where to write their logs
 
 __all__ = ["launch", "LaunchResult", "LaunchError", "TrainerParallelismError",
-           "check_trainer_parallelism", "LOG_DIR_ENV"]
+           "check_trainer_parallelism", "torchrun_command", "LOG_DIR_ENV"]
 
 
 # -- Trainer + tensor parallelism --------------------------------------------------------------
@@ -115,6 +117,28 @@ def launch(script: str | os.PathLike[str], nproc_per_node: int = 2, args: Sequen
     The ranks run unbuffered and share one pipe: a rank that writes each line in one call
     (``sys.stdout.write(line + "\\n")``) never has its lines split by another rank's.
     """
+    command = torchrun_command(script, nproc_per_node, args, cwd)
+    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    child_env.setdefault("OMP_NUM_THREADS", "1")
+    if log_dir is not None:
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        child_env[LOG_DIR_ENV] = str(Path(log_dir).resolve())
+    started = time.time()
+    returncode, lines, timed_out = _stream(command, child_env, cwd, started + timeout_s, on_line)
+    logs = find_rank_logs(log_dir, newer_than=started - 1) if log_dir is not None else []
+    result = LaunchResult(returncode, lines, logs, time.time() - started, command)
+    if timed_out:
+        last = "\n".join(f"  | {ln}" for ln in lines[-tail:])
+        raise LaunchError(f"torchrun ran past timeout_s={timeout_s:g} s and was stopped (all "
+                          f"ranks killed). Last lines:\n{last}", result)
+    if returncode != 0:
+        raise LaunchError(f"torchrun failed: {_failure(lines, returncode, tail)}", result)
+    return result
+
+
+def torchrun_command(script: str | os.PathLike[str], nproc_per_node: int, args: Sequence[str],
+                     cwd: str | os.PathLike[str] | None) -> list[str]:
+    """The torchrun command line for :func:`launch` (``script``: a ``.py`` file or a module)."""
     if isinstance(nproc_per_node, bool) or not isinstance(nproc_per_node, int) \
             or nproc_per_node < 1:
         raise ValueError(f"nproc_per_node must be a positive int, got {nproc_per_node!r}")
@@ -132,48 +156,26 @@ def launch(script: str | os.PathLike[str], nproc_per_node: int = 2, args: Sequen
         command += ["-m", str(script)]
     else:
         raise FileNotFoundError(f"{script!r} is neither a .py file nor a module name")
-    command += [str(a) for a in args]
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    child_env.setdefault("OMP_NUM_THREADS", "1")
-    if log_dir is not None:
-        Path(log_dir).mkdir(parents=True, exist_ok=True)
-        child_env[LOG_DIR_ENV] = str(Path(log_dir).resolve())
+    return command + [str(a) for a in args]
 
-    started = time.time()
+
+def _stream(command: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | None,
+            deadline: float, on_line: Callable[[str], Any] | None) -> tuple[int, list[str], bool]:
+    """Run ``command`` in a process group of its own, handing each output line to ``on_line``;
+    past ``deadline`` (or if ``on_line`` raises, or Ctrl-C) the whole group is killed. Returns the
+    exit code, every line, and whether the deadline passed."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            bufsize=1, env=child_env, cwd=cwd, start_new_session=True,
+                            bufsize=1, env=env, cwd=cwd, start_new_session=True,
                             errors="replace")
     lines: list[str] = []
     lines_q: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines_q.put(line.rstrip("\n"))
-        lines_q.put(None)
-
-    reader = threading.Thread(target=pump, daemon=True)
+    reader = threading.Thread(target=_pump, args=(proc, lines_q), daemon=True)
     reader.start()
-    timed_out, done = False, False
     try:
-        while not done:
-            left = started + timeout_s - time.time()
-            if left <= 0:
-                timed_out = True
-                break
-            try:
-                line = lines_q.get(timeout=min(left, 0.5))
-            except queue.Empty:
-                continue
-            if line is None:
-                done = True
-                continue
-            lines.append(line)
-            if on_line is not None:
-                on_line(line)
+        timed_out = not _read_until(lines_q, deadline, lines, on_line)
         if not timed_out:           # output closed: the run is ending; still bound the wait
             try:
-                proc.wait(timeout=max(0.1, started + timeout_s - time.time()))
+                proc.wait(timeout=max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:
                 timed_out = True
         if timed_out:
@@ -190,15 +192,34 @@ def launch(script: str | os.PathLike[str], nproc_per_node: int = 2, args: Sequen
         line = lines_q.get_nowait()
         if line is not None:
             lines.append(line)
-    logs = find_rank_logs(log_dir, newer_than=started - 1) if log_dir is not None else []
-    result = LaunchResult(returncode, lines, logs, time.time() - started, command)
-    if timed_out:
-        last = "\n".join(f"  | {ln}" for ln in lines[-tail:])
-        raise LaunchError(f"torchrun ran past timeout_s={timeout_s:g} s and was stopped (all "
-                          f"ranks killed). Last lines:\n{last}", result)
-    if returncode != 0:
-        raise LaunchError(f"torchrun failed: {_failure(lines, returncode, tail)}", result)
-    return result
+    return returncode, lines, timed_out
+
+
+def _pump(proc: subprocess.Popen, lines_q: queue.Queue[str | None]) -> None:
+    """The reader thread: every output line into ``lines_q``, then None (the output closed)."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines_q.put(line.rstrip("\n"))
+    lines_q.put(None)
+
+
+def _read_until(lines_q: queue.Queue[str | None], deadline: float, lines: list[str],
+                on_line: Callable[[str], Any] | None) -> bool:
+    """Take lines into ``lines`` (and ``on_line``) until the output closes (True) or the
+    deadline passes (False)."""
+    while True:
+        left = deadline - time.time()
+        if left <= 0:
+            return False
+        try:
+            line = lines_q.get(timeout=min(left, 0.5))
+        except queue.Empty:
+            continue
+        if line is None:
+            return True
+        lines.append(line)
+        if on_line is not None:
+            on_line(line)
 
 
 def _failure(lines: list[str], returncode: int, tail: int) -> str:

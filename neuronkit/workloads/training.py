@@ -1,280 +1,46 @@
-"""Training with fixed shapes: Trainer arguments, static-shape checks, a compile callback.
+"""Training with fixed shapes: the compile callback, and the names of its companions.
 
 On Neuron, Trainer compiles with ``dynamic=False``: every distinct batch shape is its own graph and
 each one is a neuronx-cc compile of minutes. Elsewhere torch's automatic dynamic shapes hide that
 (a changing dim turns symbolic after the second shape), so these helpers compile the way Neuron
 does on every device and the recompiles a Trainium run would pay show up on a laptop.
 
-    args = nk.fixed_shape_args("out", max_steps=20, per_device_train_batch_size=8)
-    collator = nk.FixedLengthCollator(tokenizer, max_length=128)     # collate.py
+    args = nk.fixed_shape_args("out", max_steps=20, per_device_train_batch_size=8)  # trainer_args.py
+    collator = nk.FixedLengthCollator(tokenizer, max_length=128)                    # collate.py
     trainer = Trainer(model, args, train_dataset=data, data_collator=collator,
                       callbacks=[nk.CompileEventsCallback()])
+
+The dataset checks the callback runs at the start of training: ``dataset_shapes.py``.
 """
 from __future__ import annotations
 
-import copy
 import os
-import random
 import time
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
-from transformers import TrainerCallback, TrainingArguments
+from transformers import TrainerCallback
 
-from neuronkit.sources.torch_text import changed_dim, is_mode_change
-from neuronkit.setup.device import detect
 from neuronkit.events.event import GRAPH_KINDS
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import compile_seconds, graphs
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.setup.process import default_rank
-from neuronkit.workloads.shape_audit import (batch_signature, describe_lengths, example_lengths,
-                                             padding_fix, pads_to_buckets, unpadded_examples_message)
+from neuronkit.sources.torch_text import changed_dim, is_mode_change
+from neuronkit.workloads.dataset_shapes import check_static_shapes
+from neuronkit.workloads.trainer_args import (DYNAMIC_ENV, StaticShapeWarning, compile_note,
+                                              compiles_dynamic, fixed_shape_args, run_dynamic)
 
-__all__ = ["CompileEventsCallback", "RecompileWarning",
-           "StaticShapeWarning", "check_static_shapes", "compiles_dynamic", "fixed_shape_args",
-           "late_compile_message"]
-
-# accelerate's TorchDynamoPlugin reads this when Trainer builds its Accelerator; Trainer itself only
-# passes dynamic=False for the "neuron" backend and leaves it to this variable everywhere else.
-DYNAMIC_ENV = "ACCELERATE_DYNAMO_USE_DYNAMIC"
-
-
-class StaticShapeWarning(UserWarning):
-    """A setting or a dataset that will make the run compile more graphs than it needs."""
+__all__ = ["DYNAMIC_ENV", "CompileEventsCallback", "RecompileWarning", "StaticShapeWarning",
+           "check_static_shapes", "compiles_dynamic", "fixed_shape_args", "late_compile_message"]
 
 
 class RecompileWarning(UserWarning):
     """A graph was compiled after the first training steps: the run keeps changing shapes."""
 
 
-# -- TrainingArguments -------------------------------------------------------------------------
-def fixed_shape_defaults(device: str, backend: str, bf16: bool) -> dict[str, Any]:
-    """The TrainingArguments values that keep every batch the same shape on ``device``."""
-    defaults: dict[str, Any] = {"torch_compile": True, "torch_compile_backend": backend,
-                                "dataloader_drop_last": True, "bf16": bf16}
-    if device == "cpu":
-        defaults["use_cpu"] = True
-    return defaults
-
-
-def static_shape_warnings(values: dict[str, Any], device: str,
-                          dynamic: bool | None = False) -> list[str]:
-    """Why the chosen values would compile more graphs than fixed shapes need (empty: none)."""
-    found = []
-    if not values.get("dataloader_drop_last", True):
-        found.append(
-            "dataloader_drop_last=False: when the dataset size is not a multiple of the batch "
-            "size, the last batch is smaller and compiles one extra graph (batch dim 0 changes), "
-            "on Neuron one more full compile. Keep dataloader_drop_last=True, or check the "
-            "dataset with nk.check_static_shapes(args, train_dataset).")
-    if not values.get("torch_compile", True):
-        where = "on Neuron the model then runs without compiled graphs" if device == "neuron" \
-            else "no graph is compiled here, so the recompiles a Neuron run would pay stay hidden"
-        found.append(f"torch_compile=False: {where}; keep torch_compile=True.")
-    if dynamic is not False and device != "neuron":
-        found.append(
-            f"dynamic={dynamic!r}: torch marks a changing dim symbolic after its second shape, so "
-            "this run compiles fewer graphs than Neuron will (Neuron compiles with dynamic=False: "
-            "one graph per distinct shape). Leave dynamic=False to see Neuron's count here.")
-    return found
-
-
-def fixed_shape_args(output_dir: str, *, dynamic: bool | None = False, quiet: bool = False,
-                     **kwargs: Any) -> TrainingArguments:
-    """``TrainingArguments`` for static-shape training: compile on, drop the partial last batch,
-    bf16 where supported, the compile backend of :func:`neuronkit.detect`, ``dynamic=False``.
-
-    Anything passed in ``kwargs`` wins; values that defeat static shapes warn, naming the graph
-    they cost. ``dynamic=False`` is set through ``ACCELERATE_DYNAMO_USE_DYNAMIC``, the switch
-    accelerate reads when a Trainer is built, so it holds for the Trainers this process builds
-    from now on; ``dynamic=None`` restores torch's automatic dynamic shapes.
-    """
-    for name in BATCH_SIZES:
-        if name in kwargs:
-            _check_positive(kwargs[name], name)
-    report = detect()
-    values = {**fixed_shape_defaults(report.device, report.compile_backend,
-                                     report.bf16_supported), **kwargs}
-    if not values["torch_compile"] and "torch_compile_backend" not in kwargs:
-        del values["torch_compile_backend"]     # a backend alone would turn compiling back on
-    for message in static_shape_warnings(values, report.device, dynamic):
-        warnings.warn(message, StaticShapeWarning, stacklevel=2)
-    _set_dynamic(dynamic)
-    args = TrainingArguments(output_dir=output_dir, **values)
-    if not quiet and args.torch_compile and default_rank() == 0:
-        print(compile_note(report.device, args.torch_compile_backend, dynamic))
-    return args
-
-
-BATCH_SIZES = ("per_device_train_batch_size", "per_device_eval_batch_size")
-
-
-def _check_positive(value: Any, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}: every batch needs at "
-                         f"least one example, and its size is a dim of every graph. Pass e.g. "
-                         f"{name}=8")
-
-
-def compile_note(device: str, backend: str | None, dynamic: bool | None) -> str:
-    """One line saying how this run compiles and what that means for Neuron."""
-    if device == "neuron":
-        return (f"neuronkit: torch.compile backend {backend!r} with dynamic=False: every distinct "
-                "batch shape is one neuronx-cc compile.")
-    if dynamic is False:
-        return (f"neuronkit: torch.compile on {device} (backend {backend!r}) with dynamic=False, "
-                "the way Neuron compiles: every distinct batch shape is its own graph, so the "
-                "recompiles a Trainium run would pay show up here.")
-    return (f"neuronkit: torch.compile on {device} (backend {backend!r}) with dynamic={dynamic!r}: "
-            "graph counts here can be lower than on Neuron, which compiles with dynamic=False.")
-
-
-def _set_dynamic(dynamic: bool | None) -> None:
-    if dynamic is None:
-        os.environ.pop(DYNAMIC_ENV, None)
-        return
-    previous = os.environ.get(DYNAMIC_ENV)
-    wanted = "true" if dynamic else "false"
-    if previous is not None and previous.lower() not in (wanted, str(int(dynamic))):
-        warnings.warn(f"${DYNAMIC_ENV} was {previous!r}; fixed_shape_args(dynamic={dynamic}) sets "
-                      f"it to {wanted!r}", StaticShapeWarning, stacklevel=3)
-    os.environ[DYNAMIC_ENV] = wanted
-
-
-def compiles_dynamic(args: TrainingArguments) -> bool | None:
-    """The ``dynamic`` a Trainer built from ``args`` now passes to torch.compile."""
-    if args.torch_compile_backend == "neuron":
-        return False
-    value = os.environ.get(DYNAMIC_ENV)
-    if value is None:
-        return None
-    return value.strip().lower() in ("1", "true", "yes", "y", "on")
-
-
-def _run_dynamic(args: TrainingArguments) -> bool | None:
-    """The ``dynamic`` the running Trainer's accelerator compiled with (else what args imply)."""
-    try:
-        from accelerate.state import AcceleratorState, is_initialized
-
-        if is_initialized():
-            plugin = getattr(AcceleratorState(), "dynamo_plugin", None)
-            if plugin is not None:
-                return plugin.dynamic
-    except Exception:       # an accelerate without this state: fall back to the arguments
-        pass
-    return compiles_dynamic(args)
-
-
-def check_static_shapes(args: TrainingArguments, train_dataset: Any = None,
-                        eval_dataset: Any = None, *, warn: bool = True,
-                        data_collator: Any = None) -> list[str]:
-    """What in the datasets would compile more graphs than one, each with its fix (warned too):
-    a partial last batch, and tokenized examples of varying lengths that ``data_collator`` (or,
-    when None, Trainer's default) does not pad to one length."""
-    found = _partial_batch_findings(args, train_dataset, eval_dataset)
-    for name, dataset, batch in (("train", train_dataset, args.per_device_train_batch_size),
-                                 ("eval", eval_dataset, args.per_device_eval_batch_size)):
-        message = padding_finding(dataset, data_collator, batch)
-        if message:
-            found.append(f"{name}: {message}")
-    if warn:
-        for message in found:
-            warnings.warn(message, StaticShapeWarning, stacklevel=2)
-    return found
-
-
-def _partial_batch_findings(args: TrainingArguments, train_dataset: Any,
-                            eval_dataset: Any) -> list[str]:
-    """A partial last batch has its own shape, so one more graph (both datasets)."""
-    found: list[str] = []
-    if args.dataloader_drop_last:
-        return found
-    world = max(1, int(getattr(args, "world_size", 1) or 1))
-    even = getattr(args.accelerator_config, "even_batches", True)
-    if world > 1 and even:
-        return found      # accelerate loops back to the first examples to fill the last batch
-    for name, dataset, batch in (("train", train_dataset, args.per_device_train_batch_size),
-                                 ("eval", eval_dataset, args.per_device_eval_batch_size)):
-        if dataset is None or not hasattr(dataset, "__len__"):
-            continue
-        n = len(dataset)
-        per_rank = -(-n // world)
-        rest = per_rank % batch
-        if rest and per_rank > batch:
-            found.append(
-                f"{name}: {n} examples / batch {batch} leaves a last batch of {rest} -> one extra "
-                f"graph (batch dim 0: {batch} -> {rest}), on Neuron one more compile. Set "
-                f"dataloader_drop_last=True (drops {rest} examples per epoch) or use "
-                f"{per_rank - rest} or {per_rank - rest + batch} examples.")
-    return found
-
-
-def padding_finding(dataset: Any, collator: Any, batch_size: int) -> str | None:
-    """None when every batch of ``dataset`` will have one sequence length: its examples are of
-    one length, or ``collator`` pads the shortest and the longest alike; else what and the fix."""
-    lengths = example_lengths(dataset)
-    if not lengths or len(set(lengths)) == 1:
-        return None                                    # not tokenized, or padded already
-    if collator is None:
-        return unpadded_examples_message(lengths, note=(
-            " No data_collator was given to check: Trainer's default pads each batch to its "
-            "longest, or fails on mixed lengths."))
-    shortest, longest = lengths.index(min(lengths)), lengths.index(max(lengths))
-    inner = getattr(collator, "data_collator", collator)    # inside Trainer's column remover
-    tokenizer = getattr(inner, "tokenizer", None)
-    name = getattr(inner, "__name__", type(inner).__name__)
-    try:
-        shapes = _probe(collator, [dataset[shortest], dataset[longest]], batch_size)
-    except Exception as exc:   # the collator's own error, to quote
-        error = (str(exc).splitlines() or [""])[0][:160].rstrip(".")
-        return (f"input_ids: the examples have {describe_lengths(lengths)}, and the data "
-                f"collator ({name}) fails on a batch of the shortest and the longest: "
-                f"{type(exc).__name__}: {error}. {padding_fix(lengths, tokenizer)}")
-    if len({tuple(sorted(s.items(), key=str)) for s in shapes}) == 1 or pads_to_buckets(collator):
-        return None                                    # one length (or buckets, on purpose)
-    seen = sorted({s["input_ids"][-1] for s in shapes if s.get("input_ids")})
-    return (f"input_ids: the examples have {describe_lengths(lengths)}: tokenized without "
-            f'padding="max_length", and the data collator ({name}) pads each batch to its own '
-            f"longest (batches of {' or '.join(map(str, seen))} tokens from the shortest and the "
-            f"longest example): one graph per batch length, on Neuron one compile each. "
-            f"{padding_fix(lengths, tokenizer)}")
-
-
-def _probe(collator: Any, pair: list[Any], batch_size: int) -> list[dict[Any, tuple[int, ...]]]:
-    """Shape signatures of the batches ``collator`` builds from the shortest example alone, the
-    longest alone, and the two mixed; global RNGs and the collator's own generator untouched."""
-    short, long = pair
-    groups = [[short] * batch_size, [long] * batch_size]
-    if batch_size > 1:
-        groups.append([short] + [long] * (batch_size - 1))
-    probe = _probe_copy(collator)
-    state = random.getstate(), np.random.get_state()
-    try:
-        with torch.random.fork_rng(devices=[]):
-            batches = [probe([copy.deepcopy(x) for x in group]) for group in groups]
-    finally:
-        random.setstate(state[0])
-        np.random.set_state(state[1])
-    return [batch_signature(b) for b in batches]
-
-
-def _probe_copy(collator: Any) -> Any:
-    """A shallow copy of ``collator`` (and of the collator Trainer wraps) without its seeded
-    generator, so probing it leaves the masks of the training batches as they were."""
-    probe = copy.copy(collator)                       # a function comes back as it is
-    inner = getattr(collator, "data_collator", None)
-    if inner is not None:
-        probe.data_collator = _probe_copy(inner)
-    if getattr(probe, "generator", None) is not None:
-        probe.generator = None
-    return probe
-
-
-# -- callback ----------------------------------------------------------------------------------
 class CompileEventsCallback(TrainerCallback):
     """Records the run's compile events (context "step N"), adds ``compile_graphs`` and
     ``compile_s`` to the Trainer's logs, and warns the first time a graph is compiled after
@@ -338,7 +104,7 @@ class CompileEventsCallback(TrainerCallback):
             self._watch_batches(train_dataloader)
         check_static_shapes(args, getattr(train_dataloader, "dataset", None),
                             getattr(eval_dataloader, "dataset", None), data_collator=collate)
-        dynamic = _run_dynamic(args)
+        dynamic = run_dynamic(args)
         if args.torch_compile and dynamic is not False:
             warnings.warn(compile_note(args.device.type, args.torch_compile_backend, dynamic),
                           StaticShapeWarning, stacklevel=2)
