@@ -9,7 +9,9 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.workloads.generation import _compile_kwargs, cache_length
+from neuronkit.workloads.generate_plan import PlannedGraph, plan_generation
+from neuronkit.workloads.generation import cache_length
+from neuronkit.workloads.generate_settings import compile_kwargs as _compile_kwargs
 
 WORDS = "the cat sat on a mat while rain fell over quiet hills and rivers ran to the sea".split()
 
@@ -243,6 +245,81 @@ def test_first_token_clock_waits_for_a_lazy_device():
     cpu = _FirstTokenClock()
     cpu(None, torch.zeros(1, 4))
     assert cpu.at is not None
+
+
+# ---- the plan: pure, no model, no torch.compile ------------------------------------------------
+
+def ids_of(*lengths):
+    """Token ids of prompts with these lengths (token i of each prompt is i + 1)."""
+    return [list(range(1, n + 1)) for n in lengths]
+
+
+def test_plan_groups_by_bucket_in_arrival_order_and_fills_short_batches():
+    plan = plan_generation(ids_of(5, 20, 3, 18, 7), 10, [8, 32], batch_size=2)
+    assert [(b.bucket, b.prompts, b.rows) for b in plan.batches] == \
+        [(8, (0, 2), 2), (8, (4,), 2), (32, (1, 3), 2)]
+    assert plan.batches[1].row_prompts == (4, 4)          # one dummy row, dropped from the result
+    assert plan.batches[0].row_prompts == (0, 2)
+    assert plan.padding_waste() == pytest.approx(1 - (5 + 20 + 3 + 18 + 7) / (2 * 8 * 2 + 2 * 32))
+    assert plan.padding_waste(1) == pytest.approx(1 - (5 + 3) / 16)   # the batches run so far
+    assert plan.padding_waste(0) == 0.0
+
+
+def test_plan_without_buckets_pads_each_batch_to_its_longest_in_arrival_order():
+    plan = plan_generation(ids_of(3, 9, 4, 2, 6), 4, batch_size=2)
+    assert plan.buckets is None
+    assert [(b.bucket, b.prompts) for b in plan.batches] == [(9, (0, 1)), (4, (2, 3)), (6, (4,))]
+    assert plan.batch_size == 2 and plan_generation(ids_of(3, 4), 4).batch_size == 2  # min(n, 4)
+    assert plan_generation(ids_of(*[3] * 9), 4).batch_size == 4
+
+
+def test_plan_cache_lengths_are_capped_at_the_models_positions():
+    plan = plan_generation(ids_of(5, 20), 10, [8, 32], batch_size=1, max_positions=60)
+    assert [b.cache_len for b in plan.batches] == [cache_length(8, 10), 60]   # 32 + 32 capped
+    assert [b.cache_len for b in plan_generation(ids_of(5, 20), 10, [8, 32]).batches] == [40, 64]
+    with pytest.raises(ValueError, match=r"bucket 32 \+ max_new_tokens 30 exceeds the model's 60 "
+                                         "positions"):
+        plan_generation(ids_of(5, 20), 30, [8, 32], max_positions=60)
+
+
+def test_plan_auto_buckets_come_from_these_prompts():
+    lengths = [4, 4, 9, 30, 31]
+    plan = plan_generation(ids_of(*lengths), 3, "auto")
+    assert plan.buckets == nk.plan_buckets(lengths)
+    with pytest.raises(ValueError, match="'auto'"):
+        plan_generation(ids_of(4), 3, "fast")
+
+
+def test_plan_truncates_on_the_left_or_names_the_long_prompt():
+    with pytest.raises(ValueError, match=r"prompt 1 has 20 tokens.*Buckets\(\[8, 16\]\).*"
+                                         "truncate='left'"):
+        plan_generation(ids_of(3, 20), 4, [8, 16])
+    plan = plan_generation(ids_of(3, 20), 4, [8, 16], truncate="left")
+    assert plan.token_ids == ((1, 2, 3), tuple(range(5, 21)))          # the last 16 tokens kept
+    assert [b.bucket for b in plan.batches] == [8, 16]
+    with pytest.raises(ValueError, match="truncate"):
+        plan_generation(ids_of(3), 4, [8], truncate="right")
+
+
+def test_plan_counts_the_distinct_graphs_it_may_compile():
+    plan = plan_generation(ids_of(3, 5, 3, 5, 12), 6, [8, 16], batch_size=2)
+    assert [b.shape for b in plan.batches] == [(8, 40), (8, 40), (16, 48)]
+    assert plan.graphs == (PlannedGraph("decode", 2, 8, 40), PlannedGraph("decode", 2, 16, 48))
+    assert plan.planned_graphs == 2
+    assert plan_generation(ids_of(3, 5, 12), 6, [8, 16], compile=False).planned_graphs == 0
+    # without buckets each distinct longest length is its own graph
+    assert plan_generation(ids_of(3, 5, 3, 5), 6, batch_size=1).planned_graphs == 2
+
+
+@pytest.mark.parametrize("args, kwargs, text", [
+    ((ids_of(3), 0), {}, "max_new_tokens must be a positive int"),
+    ((ids_of(3), 4), {"batch_size": 0}, "batch_size must be a positive int"),
+    ((ids_of(3), 4, [0, 8]), {}, "positive"),
+    (([[1], []], 4), {}, "prompt 1 has no tokens"),
+])
+def test_plan_rejects_bad_values(args, kwargs, text):
+    with pytest.raises(ValueError, match=text):
+        plan_generation(*args, **kwargs)
 
 
 # ---- bad input -------------------------------------------------------------------------------

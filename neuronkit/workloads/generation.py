@@ -1,25 +1,15 @@
-"""``generate()`` the Neuron way: CPU-resident tensors, bucketed static shapes, compile events.
+"""``generate()`` the Neuron way: a :class:`GenerationPlan` run batch by batch on CPU-resident
+tensors, each batch with its own bounded static cache, recording compile events.
 
-transformers compiles the decode step of ``generate()`` when the cache is static, and that graph
-is keyed on the batch size and the static cache length. Left to itself, transformers grows the
-cache to the longest request seen so far, so each new longest request recompiles (minutes each
-on Neuron) and every later short request pays for the long cache. Here each batch is:
-
-1. left-padded to its prompt-length bucket (``buckets``), with a short batch filled up to
-   ``batch_size`` by dummy rows that are dropped from the result;
-2. given its own ``StaticCache`` of length ``cache_length(bucket, max_new_tokens)``;
-
-so the decode graphs are at most ``len(buckets)`` per (batch size, new-token room), whatever the
-arrival order. Sliding-window layers get full-length static layers (``static_cache.py``: their
-own keep a Python int that recompiles every token), and torch's recompile limit, which every
-model's decode step shares, is raised to what the call plans (``recompile_limit.py``). Inputs
-stay on CPU (``generate()`` moves only what forward needs) and outputs come back on CPU.
+What is planned and why: ``generate_plan.py``. Sliding-window layers get full-length static
+layers (``static_cache.py``: their own keep a Python int that recompiles every token), and torch's
+recompile limit, which every model's decode step shares, is raised to what the call plans
+(``recompile_limit.py``). Inputs stay on CPU (``model.generate`` moves only what forward needs)
+and outputs come back on CPU.
 """
 from __future__ import annotations
 
 import contextlib
-import inspect
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -27,29 +17,21 @@ from typing import Any, Callable
 
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import compile_seconds, graphs
+from neuronkit.recorder.recorder import CompileRecorder
+from neuronkit.setup.models import pad_token_id
+from neuronkit.workloads.generate_plan import (DEFAULT_BATCH_SIZE, GenerationPlan, PlannedBatch,
+                                               cache_length, check_truncate, plan_generation,
+                                               positive)
+from neuronkit.workloads.generate_settings import (CallSettings, call_settings, check_managed,
+                                                   check_prompts, check_recorder, max_positions,
+                                                   token_ids)
 from neuronkit.workloads.progress import BatchProgress, BatchTiming, eta_s, new_shapes
-from neuronkit.setup.models import (PadTokenWarning, pad_token_id)  # noqa: F401  (PadTokenWarning: re-exported)
-from neuronkit.workloads.recompile_limit import (LEDGER, LimitFit, fitted_limit, record_eager_batch,
+from neuronkit.workloads.recompile_limit import (LimitFit, call_limit, record_eager_batch,
                                                  warn_if_no_room)
-from neuronkit.workloads.shapes import Buckets, plan_buckets
+from neuronkit.workloads.shapes import Buckets
 from neuronkit.workloads.static_cache import bounded_static_cache
 
 __all__ = ["GenerationResult", "cache_length", "generate"]
-
-DEFAULT_BATCH_SIZE = 4
-MIN_NEW_TOKEN_ROOM = 32
-MANAGED_KWARGS = ("input_ids", "attention_mask", "cache", "past_key_values", "cache_implementation",
-                  "max_length", "disable_compile", "num_return_sequences")
-
-
-def cache_length(bucket: int, max_new_tokens: int) -> int:
-    """Static cache length for a prompt bucket: ``bucket`` plus room for the new tokens, the room
-    being ``max_new_tokens`` rounded up to a power of two (at least 32). Requests with different
-    ``max_new_tokens`` in the same power-of-two band share one decode graph."""
-    room = MIN_NEW_TOKEN_ROOM
-    while room < max_new_tokens:
-        room *= 2
-    return bucket + room
 
 
 @dataclass
@@ -134,125 +116,7 @@ class _FirstTokenClock:
         return scores
 
 
-# --------------------------------------------------------------------------- input checks
-
-def _check_prompts(prompts: Any) -> list[str]:
-    if isinstance(prompts, str):
-        prompts = [prompts]
-    elif not isinstance(prompts, (list, tuple)):
-        raise TypeError(f"prompts must be a str or a list of str, got {type(prompts).__name__}; "
-                        "pass text, not token ids or tensors (generate tokenizes it)")
-    if not prompts:
-        raise ValueError("prompts is empty: pass at least one prompt")
-    for i, p in enumerate(prompts):
-        if not isinstance(p, str):
-            raise TypeError(f"prompt {i} is a {type(p).__name__} ({p!r:.40}), not a str; "
-                            "pass text, not token ids or tensors (generate tokenizes it)")
-        if not p:
-            raise ValueError(f"prompt {i} is an empty string: nothing to continue; drop it or "
-                             "give it some text")
-    return list(prompts)
-
-
-def _positive(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
-def _check_recorder(recorder: Any) -> None:
-    """None or a :class:`~neuronkit.CompileRecorder`, else a clear error."""
-    from neuronkit.recorder.recorder import CompileRecorder
-
-    if recorder is None or isinstance(recorder, CompileRecorder):
-        return
-    hint = (f"; to write the events to {recorder!r}, pass "
-            f"recorder=nk.CompileRecorder(log_path={recorder!r})"
-            if isinstance(recorder, (str, os.PathLike)) else "")
-    raise TypeError(f"recorder must be a neuronkit CompileRecorder or None (one is made for the "
-                    f"call), got a {type(recorder).__name__}: {recorder!r:.60}{hint}. E.g. "
-                    "`with nk.CompileRecorder() as rec: nk.generate(..., recorder=rec)`")
-
-
-def _resolve_buckets(buckets: Any, lengths: list[int]) -> Buckets | None:
-    if buckets is None:
-        return None
-    if isinstance(buckets, str):
-        if buckets != "auto":
-            raise ValueError(f"buckets must be None, 'auto', a list of ints or a Buckets, "
-                             f"got {buckets!r}")
-        return plan_buckets(lengths)
-    return Buckets(buckets)
-
-
-def _eos_ids(model, tokenizer, kwargs: dict) -> set[int]:
-    eos = kwargs.get("eos_token_id")
-    if eos is None:
-        eos = getattr(model.generation_config, "eos_token_id", None)
-    if eos is None:
-        eos = tokenizer.eos_token_id
-    if eos is None:
-        return set()
-    return {int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])}
-
-
-# --------------------------------------------------------------------------- compile settings
-
-def _compile_kwargs(model, compile: bool, backend: Any, kwargs: dict) -> tuple[dict, str | None]:
-    """generate() keywords that switch compile on or off, and the backend name it will use."""
-    if not compile:
-        return {"disable_compile": True}, None
-    if "compile_config" in kwargs:  # the caller's own config wins
-        cc = kwargs.pop("compile_config")
-        name = cc.backend if isinstance(cc.backend, str) else getattr(cc.backend, "__name__", "?")
-        return {"compile_config": cc}, name
-    from transformers import CompileConfig
-
-    kind = model.device.type
-    if kind == "neuron" and backend is None:
-        return {}, "neuron"     # transformers' default there: backend="neuron", dynamic=False
-    if backend is None:
-        from neuronkit.setup.device import cpu_backend
-
-        backend = cpu_backend() if kind == "cpu" else "inductor"
-    elif isinstance(backend, str):
-        from neuronkit.setup.device import cpu_backend
-
-        backend = cpu_backend(backend)  # validates the name
-    cc = CompileConfig(backend=backend, mode="default", dynamic=False)
-    cc._compile_all_devices = True  # type: ignore[assignment]  # else only cuda/xpu/neuron/tpu
-    name = backend if isinstance(backend, str) else getattr(backend, "__name__", "custom")
-    return {"compile_config": cc}, name
-
-
-# --------------------------------------------------------------------------- generate
-
-def _cache_len(bucket: int, max_new_tokens: int, max_pos: int | None) -> int:
-    """:func:`cache_length`, capped at the model's positions (an error if they cannot fit)."""
-    cache_len = cache_length(bucket, max_new_tokens)
-    if max_pos is not None and cache_len > max_pos:
-        if bucket + max_new_tokens > max_pos:
-            raise ValueError(f"bucket {bucket} + max_new_tokens {max_new_tokens} exceeds the "
-                             f"model's {max_pos} positions; use smaller buckets, truncate, or "
-                             "fewer new tokens")
-        cache_len = max_pos
-    return cache_len
-
-
-def _plan_batches(lengths: list[int], buckets: Buckets | None, batch_size: int):
-    """[(bucket, [prompt indices])]: grouped by bucket (ascending), in arrival order within."""
-    if buckets is None:
-        chunks = [list(range(i, min(i + batch_size, len(lengths))))
-                  for i in range(0, len(lengths), batch_size)]
-        return [(max(lengths[i] for i in chunk), chunk) for chunk in chunks]
-    groups: dict[int, list[int]] = {}
-    for i, n in enumerate(lengths):
-        groups.setdefault(buckets.fit(n), []).append(i)
-    return [(b, idx[i:i + batch_size]) for b, idx in sorted(groups.items())
-            for i in range(0, len(idx), batch_size)]
-
-
-def _left_padded(rows: list[list[int]], width: int, pad_id: int):
+def _left_padded(rows: list[tuple[int, ...]], width: int, pad_id: int):
     """(input_ids, attention_mask) CPU tensors of shape (len(rows), width), padded on the left."""
     import torch
 
@@ -262,6 +126,125 @@ def _left_padded(rows: list[list[int]], width: int, pad_id: int):
         input_ids[r, width - len(row):] = torch.tensor(row, dtype=torch.long)
         mask[r, width - len(row):] = 1
     return input_ids, mask
+
+
+def _until_eos(new: list[int], eos: set[int]) -> list[int]:
+    """The new tokens of a row up to and including its first eos (the padding after it dropped)."""
+    return new[:next((k + 1 for k, t in enumerate(new) if t in eos), len(new))]
+
+
+def _label(rec: CompileRecorder, n: int, batch: PlannedBatch, bucketed: bool) -> str:
+    """The context of a batch's events, under a caller's own label (a sweep step, a training step)."""
+    padded = "bucket" if bucketed else "length"  # no buckets: padded to its own longest prompt
+    label = f"generate batch {n}: {padded} {batch.bucket}, cache {batch.cache_len}"
+    outer = rec.current_context
+    return f"{outer} · {label}" if outer and outer != "generate" else label
+
+
+class _BatchRunner:
+    """Runs the batches of a plan on one model, into one recorder, and keeps what they produced."""
+
+    def __init__(self, model, tokenizer, plan: GenerationPlan, rec: CompileRecorder,
+                 settings: CallSettings, forecast: Any) -> None:
+        self.model, self.tokenizer, self.plan, self.rec = model, tokenizer, plan, rec
+        self.settings, self.forecast = settings, forecast   # forecast: a KernelForecast or None
+        self.first_event = len(rec.events)
+        self.texts: list[str] = [""] * len(plan.token_ids)
+        self.output_ids: list[Any] = [None] * len(plan.token_ids)
+        self.timings: list[BatchTiming] = []
+        self.eager_calls = self.full_layers = 0
+
+    def run(self, on_batch: Callable[[BatchProgress], Any] | None,
+            stop: threading.Event | None) -> bool:
+        """Run the batches in order, reporting progress after each; True when ``stop`` ended
+        the call before a batch."""
+        batches = self.plan.batches
+        for n, batch in enumerate(batches):
+            if stop is not None and stop.is_set():
+                return True
+            self.run_batch(n, batch)
+            if on_batch is not None:
+                left = [b.shape for b in batches[n + 1:]]
+                on_batch(BatchProgress(n + 1, len(batches), self.timings[-1],
+                                       new_shapes(self.timings, left), eta_s(self.timings, left)))
+        return False
+
+    def run_batch(self, n: int, batch: PlannedBatch) -> None:
+        """One ``model.generate`` call: its outputs kept, its time and compiles noted."""
+        from neuronkit.sources.kernel_forecast import checkpoint, counting
+
+        inputs, clock = self._inputs(batch)
+        seen = len(self.rec.events)
+        label = _label(self.rec, n, batch, bucketed=self.plan.buckets is not None)
+        with self.rec.context(label), counting(self.forecast):
+            t0 = time.perf_counter()
+            out = self.model.generate(**inputs, **self.settings.kwargs)
+            t1 = time.perf_counter()
+        out = out.sequences if hasattr(out, "sequences") else out
+        out = out.cpu()
+        new_tokens = self._keep(batch, out)
+        first = clock.at if clock.at is not None else t1
+        self.timings.append(BatchTiming(bucket=batch.bucket, cache_len=batch.cache_len,
+                                        rows=batch.rows, real_rows=len(batch.prompts),
+                                        prefill_s=first - t0, decode_s=t1 - first,
+                                        new_tokens=new_tokens, compiles=len(self.rec.events) - seen,
+                                        compile_s=compile_seconds(self.rec.events[seen:])))
+        with self.rec.context(label):
+            if self.plan.planned_graphs:
+                self.eager_calls += record_eager_batch(
+                    self.rec, self.model, seen, (batch.rows, batch.bucket, batch.cache_len),
+                    steps=out.shape[1] - batch.bucket - 1, backend=self.settings.backend,
+                    started_at=time.time() - (time.perf_counter() - t0))
+            self.rec.safe_point()  # on Neuron: NEFF build times, this batch's eager kernels
+            checkpoint(self.forecast)  # forecast_kernels=True: this batch's, as one event
+
+    def _inputs(self, batch: PlannedBatch) -> tuple[dict[str, Any], _FirstTokenClock]:
+        """A batch's own keywords: left-padded rows, a fresh static cache, the first-token clock."""
+        from transformers import LogitsProcessorList
+
+        input_ids, mask = _left_padded([self.plan.token_ids[i] for i in batch.row_prompts],
+                                       batch.bucket, self.settings.pad_id)
+        cache, self.full_layers = bounded_static_cache(self.model, batch.cache_len,
+                                                       refuse_unbounded=self.settings.compile)
+        clock = _FirstTokenClock()
+        processors = LogitsProcessorList([clock, *self.settings.logits_processor])
+        return {"input_ids": input_ids, "attention_mask": mask, "logits_processor": processors,
+                self.settings.cache_kw: cache}, clock
+
+    def _keep(self, batch: PlannedBatch, out) -> int:
+        """Each real row's ids (prompt + new tokens) and new text; returns the new tokens kept."""
+        import torch
+
+        total = 0
+        for r, i in enumerate(batch.prompts):
+            new = _until_eos(out[r, batch.bucket:].tolist(), self.settings.eos)
+            total += len(new)
+            self.output_ids[i] = torch.tensor([*self.plan.token_ids[i], *new], dtype=torch.long)
+            self.texts[i] = self.tokenizer.decode(new, skip_special_tokens=True)
+        return total
+
+    def result(self, wall_s: float, fit: LimitFit | None, stopped: bool) -> GenerationResult:
+        new_tokens = sum(t.new_tokens for t in self.timings)
+        return GenerationResult(
+            texts=self.texts, output_ids=self.output_ids, timings=self.timings,
+            tokens_per_s=new_tokens / wall_s if wall_s > 0 else 0.0,
+            padding_waste=self.plan.padding_waste(len(self.timings)),
+            events=list(self.rec.events[self.first_event:]), buckets=self.plan.buckets,
+            wall_s=wall_s, device=str(self.model.device), backend=self.settings.backend,
+            batch_size=self.plan.batch_size, new_tokens=new_tokens,
+            planned_graphs=self.plan.planned_graphs, recompile_limit=fit,
+            eager_calls=self.eager_calls, full_layers=self.full_layers,
+            forecast_kernels=self.forecast.kernels if self.forecast else 0, stopped=stopped,
+            batches_done=len(self.timings), batches=len(self.plan.batches))
+
+
+def _forecast(rec: CompileRecorder, model, on: bool) -> Any:
+    """A KernelForecast of the model's forward (the eager prefill) when ``on``, else None."""
+    if not on:
+        return None
+    from neuronkit.sources.kernel_forecast import KernelForecast
+
+    return KernelForecast(rec, within=model)
 
 
 def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 32,
@@ -291,142 +274,32 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     next batch: ``result.stopped``, prompts not reached keep ``""`` and ``None``. Other keywords
     go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
     """
-    import torch
-    from transformers import LogitsProcessorList
-
-    from neuronkit.sources.kernel_forecast import KernelForecast, checkpoint, counting
-
-    prompts = _check_prompts(prompts)
-    max_new_tokens = _positive(max_new_tokens, "max_new_tokens")
-    _check_recorder(recorder)
-    if truncate not in (None, "left"):
-        raise ValueError(f"truncate must be None or 'left', got {truncate!r}")
-    clash = sorted(k for k in MANAGED_KWARGS if k in generate_kwargs)
-    if clash:
-        raise ValueError(f"generate() sets {clash} itself (static cache per bucket, one output per "
-                         "prompt); use buckets=, max_new_tokens= and compile=False instead")
-    batch_size = _positive(batch_size if batch_size is not None
-                           else min(len(prompts), DEFAULT_BATCH_SIZE), "batch_size")
+    prompts = check_prompts(prompts)
+    max_new_tokens = positive(max_new_tokens, "max_new_tokens")
+    check_recorder(recorder)
+    check_truncate(truncate)
+    check_managed(generate_kwargs)
+    batch_size = positive(batch_size if batch_size is not None
+                          else min(len(prompts), DEFAULT_BATCH_SIZE), "batch_size")
     pad_id = generate_kwargs.pop("pad_token_id", None)
     if pad_id is None:
         pad_id = pad_token_id(tokenizer, warn=True)
-    ids = [list(x) for x in tokenizer(prompts, add_special_tokens=True)["input_ids"]]
-    for i, x in enumerate(ids):
-        if not x:
-            raise ValueError(f"prompt {i} ({prompts[i]!r:.40}) has no tokens; give it some text")
-    buckets = _resolve_buckets(buckets, [len(x) for x in ids])
-    if buckets is not None:
-        for i, x in enumerate(ids):
-            if len(x) > buckets.max:
-                if truncate != "left":
-                    raise ValueError(f"prompt {i} has {len(x)} tokens, longer than the largest "
-                                     f"bucket of {buckets!r}; add a bucket >= {len(x)}, or pass "
-                                     f"truncate='left' to keep its last {buckets.max} tokens")
-                ids[i] = x[-buckets.max:]
-    lengths = [len(x) for x in ids]
-    max_pos = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
-
-    logits_processor = LogitsProcessorList(generate_kwargs.pop("logits_processor", None) or [])
-    compile_kw, backend_name = _compile_kwargs(model, compile, backend, generate_kwargs)
-    cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters \
-        else "past_key_values"
-    eos = _eos_ids(model, tokenizer, generate_kwargs)
-    device = str(model.device)
-    batches = [(bucket, chunk, _cache_len(bucket, max_new_tokens, max_pos))
-               for bucket, chunk in _plan_batches(lengths, buckets, batch_size)]
-    planned = len({(bucket, cache_len) for bucket, _, cache_len in batches}) if compile else 0
+    plan = plan_generation(token_ids(tokenizer, prompts), max_new_tokens, buckets, batch_size,
+                           truncate=truncate, max_positions=max_positions(model), compile=compile)
+    settings = call_settings(model, tokenizer, pad_id, max_new_tokens, compile, backend,
+                              generate_kwargs)
     if compile and not fit_recompile_limit:
-        warn_if_no_room(model, planned)
+        warn_if_no_room(model, plan.planned_graphs)
+    rec = recorder if recorder is not None else CompileRecorder(
+        device=str(model.device), backend=settings.backend, context="generate")
+    with contextlib.ExitStack() as scope:
+        if not rec.active:
+            scope.enter_context(rec)        # stopped again at the end; a caller's keeps running
+        t_start = time.perf_counter()
+        runner = _BatchRunner(model, tokenizer, plan, rec, settings,
+                              _forecast(rec, model, forecast_kernels))
+        fit = scope.enter_context(call_limit(model, plan.planned_graphs, rec,
+                                             fit=fit_recompile_limit))
+        stopped = runner.run(on_batch, stop)
+    return runner.result(time.perf_counter() - t_start, fit, stopped)
 
-    if recorder is None:
-        from neuronkit.recorder.recorder import CompileRecorder
-
-        recorder = CompileRecorder(device=device, backend=backend_name, context="generate")
-    rec = recorder
-    started_here = not rec.active
-    if started_here:
-        rec.start()
-    first_event = len(rec.events)
-    texts: list[str] = [""] * len(prompts)
-    outputs: list[Any] = [None] * len(prompts)
-    timings: list[BatchTiming] = []
-    positions = real_positions = 0
-    t_start = time.perf_counter()
-    fit: LimitFit | None = None
-    eager_calls = full_layers = 0
-    forecast = KernelForecast(rec, within=model) if forecast_kernels else None  # forward's ops
-    stopped = False
-    try:
-        with contextlib.ExitStack() as scope:
-            if planned:
-                LEDGER.begin(model)
-            if planned and fit_recompile_limit:
-                fit = scope.enter_context(fitted_limit(model, planned))
-                scope.enter_context(rec.annotate(recompile_limit=fit.to_dict()))
-            for n, (bucket, chunk, cache_len) in enumerate(batches):
-                if stop is not None and stop.is_set():
-                    stopped = True
-                    break
-                rows = chunk + [chunk[0]] * (batch_size - len(chunk))  # dummy rows: dropped
-                input_ids, mask = _left_padded([ids[i] for i in rows], bucket, pad_id)
-                cache, full_layers = bounded_static_cache(model, cache_len,
-                                                         refuse_unbounded=compile)
-                clock = _FirstTokenClock()
-                seen = len(rec.events)
-                processors = LogitsProcessorList([clock, *logits_processor])
-                padded = "bucket" if buckets is not None else "length"  # no buckets: its own
-                label = f"generate batch {n}: {padded} {bucket}, cache {cache_len}"
-                outer = rec.current_context  # keep a caller's label (a sweep step, a training step)
-                label = f"{outer} · {label}" if outer and outer != "generate" else label
-                with rec.context(label), counting(forecast):
-                    t0 = time.perf_counter()
-                    out = model.generate(input_ids=input_ids, attention_mask=mask,
-                                         max_new_tokens=max_new_tokens, pad_token_id=pad_id,
-                                         logits_processor=processors, **{cache_kw: cache},
-                                         **compile_kw, **generate_kwargs)
-                    t1 = time.perf_counter()
-                out = out.sequences if hasattr(out, "sequences") else out
-                out = out.cpu()
-                new_total = 0
-                for r, i in enumerate(chunk):
-                    new = out[r, bucket:].tolist()
-                    cut = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
-                    new = new[:cut]
-                    new_total += len(new)
-                    outputs[i] = torch.tensor(ids[i] + new, dtype=torch.long)
-                    texts[i] = tokenizer.decode(new, skip_special_tokens=True)
-                first = clock.at if clock.at is not None else t1
-                timings.append(BatchTiming(bucket=bucket, cache_len=cache_len, rows=len(rows),
-                                           real_rows=len(chunk), prefill_s=first - t0,
-                                           decode_s=t1 - first, new_tokens=new_total,
-                                           compiles=len(rec.events) - seen,
-                                           compile_s=compile_seconds(rec.events[seen:])))
-                if planned:
-                    with rec.context(label):
-                        eager_calls += record_eager_batch(
-                            rec, model, seen, (len(rows), bucket, cache_len),
-                            steps=out.shape[1] - bucket - 1, backend=backend_name,
-                            started_at=time.time() - (time.perf_counter() - t0))
-                with rec.context(label):
-                    rec.safe_point()  # on Neuron: NEFF build times, this batch's eager kernels
-                    checkpoint(forecast)  # forecast_kernels=True: this batch's, as one event
-                positions += len(rows) * bucket
-                real_positions += sum(lengths[i] for i in chunk)
-                if on_batch is not None:
-                    left = [(b, c) for b, _, c in batches[n + 1:]]
-                    on_batch(BatchProgress(n + 1, len(batches), timings[-1],
-                                           new_shapes(timings, left), eta_s(timings, left)))
-    finally:
-        if started_here:
-            rec.stop()
-    wall = time.perf_counter() - t_start
-    new_tokens = sum(t.new_tokens for t in timings)
-    return GenerationResult(texts=texts, output_ids=outputs, timings=timings,
-                            tokens_per_s=new_tokens / wall if wall > 0 else 0.0,
-                            padding_waste=1.0 - real_positions / positions if positions else 0.0,
-                            events=list(rec.events[first_event:]), buckets=buckets, wall_s=wall,
-                            device=device, backend=backend_name, batch_size=batch_size,
-                            new_tokens=new_tokens, planned_graphs=planned, recompile_limit=fit,
-                            eager_calls=eager_calls, full_layers=full_layers,
-                            forecast_kernels=forecast.kernels if forecast else 0,
-                            stopped=stopped, batches_done=len(timings), batches=len(batches))

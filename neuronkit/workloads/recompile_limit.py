@@ -20,8 +20,8 @@ from typing import Any, Iterator
 from neuronkit.setup.decode_graphs import (RecompileLimitWarning, compile_again, decode_code, held_graphs,
                                            location_of, recompile_limits, room_left)
 
-__all__ = ["LEDGER", "DecodeLedger", "LimitFit", "eager_name", "fitted_limit", "record_eager_batch",
-           "warn_if_no_room"]
+__all__ = ["LEDGER", "DecodeLedger", "LimitFit", "call_limit", "eager_name", "fitted_limit",
+           "record_eager_batch", "warn_if_no_room"]
 
 
 @dataclass
@@ -104,6 +104,22 @@ class DecodeLedger:
 
 
 LEDGER = DecodeLedger()
+
+
+@contextlib.contextmanager
+def call_limit(model: Any, planned: int, rec: Any, *, fit: bool) -> Iterator[LimitFit | None]:
+    """The recompile limit around one ``nk.generate`` call planning ``planned`` graphs (0: not
+    compiling, nothing done): :data:`LEDGER` forgets what a reset wiped, and with ``fit`` the
+    limit is fitted (:func:`fitted_limit`) and noted on the events ``rec`` records meanwhile."""
+    if not planned:
+        yield None
+        return
+    LEDGER.begin(model)
+    if not fit:
+        yield None
+        return
+    with fitted_limit(model, planned) as limit, rec.annotate(recompile_limit=limit.to_dict()):
+        yield limit
 
 
 def warn_if_no_room(model: Any, planned: int) -> None:

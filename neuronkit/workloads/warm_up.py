@@ -14,17 +14,19 @@ import platform
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import compile_seconds, graphs
-from neuronkit.workloads.generation import MIN_NEW_TOKEN_ROOM, cache_length, generate
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.recorder.recorder import CompileRecorder
+from neuronkit.setup.device import loaded_neuronx
+from neuronkit.workloads.generate_plan import (MIN_NEW_TOKEN_ROOM, PlannedBatch, cache_length,
+                                               plan_generation, positive)
+from neuronkit.workloads.generate_settings import max_positions
+from neuronkit.workloads.generation import generate
 from neuronkit.workloads.recompile_limit import fitted_limit
 from neuronkit.workloads.shapes import Buckets
-
-if TYPE_CHECKING:  # pragma: no cover
-    from neuronkit.recorder.recorder import CompileRecorder
 
 __all__ = ["WarmupManifest", "WarmupStep", "new_token_band", "warmup"]
 
@@ -194,11 +196,18 @@ def _positive_ints(values: Any, name: str) -> list[int]:
     return sorted(set(items))
 
 
+def _planned_steps(buckets: Buckets, sizes: list[int], max_new_tokens: int,
+                   max_pos: int | None) -> list[PlannedBatch]:
+    """The batch of each warm-up step, one per (batch size, bucket), as ``nk.generate`` plans it
+    for a prompt of the bucket's length."""
+    return [batch for size in sizes
+            for batch in plan_generation([[0] * b for b in buckets], max_new_tokens, buckets, size,
+                                         max_positions=max_pos).batches]
+
+
 def _versions() -> tuple[str, str, str | None]:
     import torch
     import transformers
-
-    from neuronkit.setup.device import loaded_neuronx
 
     neuronx = loaded_neuronx()
     return (torch.__version__, transformers.__version__,
@@ -228,20 +237,16 @@ def warmup(model: Any, tokenizer: Any, buckets: Buckets | list[int],
     new process even when the NEFFs load from the cache, and a different torch, torch-neuronx,
     compiler flags, model config or dtype means new graphs.
     """
-    from neuronkit.recorder.recorder import CompileRecorder
-
     plan = Buckets(buckets)
     sizes = _positive_ints(batch_sizes, "batch_sizes")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
-            or max_new_tokens <= 0:
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
-    max_pos = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+    max_new_tokens = positive(max_new_tokens, "max_new_tokens")
+    max_pos = max_positions(model)
     if max_pos is not None and plan.max + max_new_tokens > max_pos:  # before compiling any
         raise ValueError(f"bucket {plan.max} + max_new_tokens {max_new_tokens} exceeds the "
                          f"model's {max_pos} positions; use smaller buckets or fewer new tokens")
     bounds = [0, *plan.boundaries]
     prompts = {b: _filler_prompt(tokenizer, b, bounds[i]) for i, b in enumerate(plan.boundaries)}
-    steps = [(bs, b) for bs in sizes for b in plan.boundaries]
+    steps = _planned_steps(plan, sizes, max_new_tokens, max_pos)
     rec = recorder if recorder is not None else CompileRecorder(
         device=str(model.device), context="warmup")
     done: list[tuple[dict[str, Any], list[CompileEvent]]] = []
@@ -250,17 +255,17 @@ def warmup(model: Any, tokenizer: Any, buckets: Buckets | list[int],
     with contextlib.ExitStack() as scope:
         if not rec.active:
             scope.enter_context(rec)
-        scope.enter_context(fitted_limit(model, len(steps)))
-        for n, (bs, bucket) in enumerate(steps, start=1):
+        scope.enter_context(fitted_limit(model, len({g for step in steps for g in step.graphs()})))
+        for n, step in enumerate(steps, start=1):
             seen = len(rec.events)
             t0 = time.perf_counter()
-            with rec.context(f"warmup {n}/{len(steps)}: batch {bs}, bucket {bucket}"):
-                result = generate(model, tokenizer, [prompts[bucket]] * bs, max_new_tokens,
-                                  buckets=plan, batch_size=bs, recorder=rec, compile=True,
-                                  backend=backend, min_new_tokens=max_new_tokens)
+            with rec.context(f"warmup {n}/{len(steps)}: batch {step.rows}, bucket {step.bucket}"):
+                result = generate(model, tokenizer, [prompts[step.bucket]] * step.rows,
+                                  max_new_tokens, buckets=plan, batch_size=step.rows, recorder=rec,
+                                  compile=True, backend=backend, min_new_tokens=max_new_tokens)
             backend_name = result.backend
             events = rec.events[seen:]
-            entry = _step_entry(bs, bucket, result.timings[0].cache_len, events,
+            entry = _step_entry(step.rows, step.bucket, step.cache_len, events,
                                 time.perf_counter() - t0)
             done.append((entry, [e for e in events if e.kind in GRAPH_KINDS]))
             if on_step is not None:
@@ -274,4 +279,3 @@ def warmup(model: Any, tokenizer: Any, buckets: Buckets | list[int],
                           buckets=list(plan.boundaries), batch_sizes=sizes,
                           total_s=round(time.perf_counter() - t_start, 6),
                           torch_neuronx=neuronx_version, log=rec.log)
-

@@ -1,0 +1,138 @@
+"""What ``nk.generate`` checks of its caller's arguments, and the :class:`CallSettings` every
+batch's ``model.generate`` call shares: compile keywords, eos ids, the cache keyword."""
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from neuronkit.recorder.recorder import CompileRecorder
+from neuronkit.setup.device import cpu_backend
+
+__all__ = ["MANAGED_KWARGS", "CallSettings", "cache_keyword", "call_settings", "check_managed",
+           "check_prompts", "check_recorder", "compile_kwargs", "eos_ids", "max_positions", "token_ids"]
+
+MANAGED_KWARGS = ("input_ids", "attention_mask", "cache", "past_key_values", "cache_implementation",
+                  "max_length", "disable_compile", "num_return_sequences")
+
+
+def check_prompts(prompts: Any) -> list[str]:
+    """One prompt or a list of them as a list of non-empty str, else a clear error."""
+    if isinstance(prompts, str):
+        prompts = [prompts]
+    elif not isinstance(prompts, (list, tuple)):
+        raise TypeError(f"prompts must be a str or a list of str, got {type(prompts).__name__}; "
+                        "pass text, not token ids or tensors (generate tokenizes it)")
+    if not prompts:
+        raise ValueError("prompts is empty: pass at least one prompt")
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str):
+            raise TypeError(f"prompt {i} is a {type(p).__name__} ({p!r:.40}), not a str; "
+                            "pass text, not token ids or tensors (generate tokenizes it)")
+        if not p:
+            raise ValueError(f"prompt {i} is an empty string: nothing to continue; drop it or "
+                             "give it some text")
+    return list(prompts)
+
+
+def check_recorder(recorder: Any) -> None:
+    """None or a :class:`~neuronkit.CompileRecorder`, else a clear error."""
+    if recorder is None or isinstance(recorder, CompileRecorder):
+        return
+    hint = (f"; to write the events to {recorder!r}, pass "
+            f"recorder=nk.CompileRecorder(log_path={recorder!r})"
+            if isinstance(recorder, (str, os.PathLike)) else "")
+    raise TypeError(f"recorder must be a neuronkit CompileRecorder or None (one is made for the "
+                    f"call), got a {type(recorder).__name__}: {recorder!r:.60}{hint}. E.g. "
+                    "`with nk.CompileRecorder() as rec: nk.generate(..., recorder=rec)`")
+
+
+def check_managed(generate_kwargs: dict) -> None:
+    """An error for keywords that ``nk.generate`` sets itself."""
+    clash = sorted(k for k in MANAGED_KWARGS if k in generate_kwargs)
+    if clash:
+        raise ValueError(f"generate() sets {clash} itself (static cache per bucket, one output per "
+                         "prompt); use buckets=, max_new_tokens= and compile=False instead")
+
+
+def token_ids(tokenizer: Any, prompts: list[str]) -> list[list[int]]:
+    """Each prompt's token ids (special tokens added); an error for a prompt with none."""
+    ids = [list(x) for x in tokenizer(prompts, add_special_tokens=True)["input_ids"]]
+    for i, x in enumerate(ids):
+        if not x:
+            raise ValueError(f"prompt {i} ({prompts[i]!r:.40}) has no tokens; give it some text")
+    return ids
+
+
+def max_positions(model: Any) -> int | None:
+    """The positions the model's text config allows (None: not said)."""
+    return getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword the model's forward takes its cache by."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def eos_ids(model: Any, tokenizer: Any, kwargs: dict) -> set[int]:
+    """The ids that end a row: the caller's ``eos_token_id``, else the model's, else the
+    tokenizer's."""
+    eos = kwargs.get("eos_token_id")
+    if eos is None:
+        eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    if eos is None:
+        return set()
+    return {int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])}
+
+
+def compile_kwargs(model: Any, compile: bool, backend: Any, kwargs: dict) -> tuple[dict, str | None]:
+    """generate() keywords that switch compile on or off, and the backend name it will use
+    (a caller's ``compile_config`` is taken out of ``kwargs``)."""
+    if not compile:
+        return {"disable_compile": True}, None
+    if "compile_config" in kwargs:  # the caller's own config wins
+        cc = kwargs.pop("compile_config")
+        name = cc.backend if isinstance(cc.backend, str) else getattr(cc.backend, "__name__", "?")
+        return {"compile_config": cc}, name
+    from transformers import CompileConfig
+
+    kind = model.device.type
+    if kind == "neuron" and backend is None:
+        return {}, "neuron"     # transformers' default there: backend="neuron", dynamic=False
+    if backend is None:
+        backend = cpu_backend() if kind == "cpu" else "inductor"
+    elif isinstance(backend, str):
+        backend = cpu_backend(backend)  # validates the name
+    cc = CompileConfig(backend=backend, mode="default", dynamic=False)
+    cc._compile_all_devices = True  # type: ignore[assignment]  # else only cuda/xpu/neuron/tpu
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", "custom")
+    return {"compile_config": cc}, name
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    """What every batch's ``model.generate`` call shares."""
+
+    pad_id: int
+    eos: set[int]
+    cache_kw: str                  # the keyword the model's forward takes its cache by
+    kwargs: dict[str, Any]         # max_new_tokens, pad id, compile keywords, the caller's keywords
+    logits_processor: list[Any]    # the caller's, run after the first-token clock
+    compile: bool
+    backend: str | None            # compile backend; None when compile=False
+
+
+def call_settings(model: Any, tokenizer: Any, pad_id: int, max_new_tokens: int, compile: bool,
+                  backend: Any, generate_kwargs: dict) -> CallSettings:
+    """The settings of every batch's call (the caller's ``logits_processor`` and ``compile_config``
+    are taken out of ``generate_kwargs``)."""
+    processors = list(generate_kwargs.pop("logits_processor", None) or [])
+    compile_kw, backend_name = compile_kwargs(model, compile, backend, generate_kwargs)
+    return CallSettings(pad_id=pad_id, eos=eos_ids(model, tokenizer, generate_kwargs),
+                        cache_kw=cache_keyword(model),
+                        kwargs={"max_new_tokens": max_new_tokens, "pad_token_id": pad_id,
+                                **compile_kw, **generate_kwargs},
+                        logits_processor=processors, compile=compile, backend=backend_name)
