@@ -12,7 +12,8 @@ from neuronkit.events.schema import FORMAT
 from neuronkit.events.event import CompileEvent
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.sources.starts import CompileStart
-from neuronkit.apps.dashboard.runs import export_target, run_name
+from neuronkit.apps.dashboard.exports import export_target
+from neuronkit.apps.dashboard.runs import run_name
 from neuronkit.apps.dashboard.state import DashboardState
 
 
@@ -131,11 +132,11 @@ def test_compiles_in_progress_are_shown_while_they_run(live):
 
 
 def test_a_started_compile_ticks_until_it_ends(monkeypatch):
-    from neuronkit.apps.dashboard import runs as dashboard_runs
+    from neuronkit.apps.dashboard import compiling as dashboard_compiling
 
-    monkeypatch.setattr(dashboard_runs, "TICK_S", 0.01)
+    monkeypatch.setattr(dashboard_compiling, "TICK_S", 0.01)
     state = DashboardState(log=CompileLog())
-    state._compiling, state._ticker = {}, None
+    state.compiles._starts, state.compiles._ticker = {}, None
     start = CompileStart(compile_id="0/0", function="M.forward[decode]",
                          input_shapes={"input_ids": [1, 1]}, started_at=time.time() - 42)
     state._on_start(start)
@@ -190,14 +191,14 @@ def test_keep_run_is_a_snapshot(live):
 def hold_generate_until_stop(monkeypatch):
     """The worker's generate waits for Stop before it starts: Stop then lands before its first
     batch however the threads are scheduled (a busy machine once let the worker in first)."""
-    from neuronkit.apps.dashboard import state as dashboard_state
+    from neuronkit.apps.dashboard import session as dashboard_session
 
-    real = dashboard_state.generate
+    real = dashboard_session.generate
 
     def held(*args, stop, **kwargs):
         assert stop.wait(60), "Stop never reached the worker"
         return real(*args, stop=stop, **kwargs)
-    monkeypatch.setattr(dashboard_state, "generate", held)
+    monkeypatch.setattr(dashboard_session, "generate", held)
 
 
 def test_stop_right_after_start_is_not_lost(live, monkeypatch):

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from neuronkit.views.charts import PNG_SIGNATURE
-from neuronkit.apps.dashboard.state import DashboardState, parse_boundaries, sweep_lengths
+from neuronkit.apps.dashboard.inputs import parse_boundaries, sweep_lengths
+from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.events.event import CompileEvent
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.html import TABLE_ROWS, events_table_html

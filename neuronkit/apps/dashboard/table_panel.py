@@ -1,56 +1,23 @@
-"""Pieces of the recompile dashboard: the compiles in progress with their ticking clocks, and
-the event table panel (filters, search, sort, pages, exports).
-
-Pure functions to HTML where they can be (testable without a browser); every value escaped.
-"""
+"""The dashboard's event table at scale: filters by kind / function / rank, search, sort, pages,
+and exports (CSV, Markdown, advice as Markdown, Chrome trace) as links the browser saves."""
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import ipywidgets as w
 
+from neuronkit.apps.dashboard.controls import row, styled
+from neuronkit.apps.dashboard.exports import download_link
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.views.charts import png_bytes
 from neuronkit.views.chrome_trace import write_chrome_trace
-from neuronkit.views.compare import compare_chart, comparison_html
-from neuronkit.apps.dashboard.runs import SessionRuns, download_link
 from neuronkit.views.html import table_page_html
-from neuronkit.views.safe import html_text, strip_control
+from neuronkit.views.safe import strip_control
 from neuronkit.views.table import (ARRIVAL, COLUMN_LABELS, SORT_COLUMNS, EventTable, advice_markdown,
                                    table_csv, table_markdown)
 
-__all__ = ["ComparePanel", "TablePanel", "compiling_html", "clock", "PHASE_WORDS", "UPLOAD_ACCEPT"]
-
-PHASE_WORDS = {"dynamo": "compiling",
-               "device": "waiting for the device compiler (neuronx-cc) to build"}
-UPLOAD_ACCEPT = ".jsonl,.json,.log,.txt,application/json,text/plain"
-
-
-def clock(seconds: float) -> str:
-    """``0:42``, ``12:05``, ``1:02:03``: elapsed time as a clock."""
-    whole = max(int(seconds), 0)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-def compiling_html(rows: Iterable[dict[str, Any]], now: float | None = None) -> str:
-    """One live row per compile in progress: "compiling `<function>` for `<shapes>` — 0:42"."""
-    now = time.time() if now is None else now
-    lines = []
-    for row in rows:
-        started = row.get("started_at")
-        elapsed = clock(now - started) if isinstance(started, (int, float)) else "?"
-        what = PHASE_WORDS.get(str(row.get("phase")), "compiling")
-        lines.append(f'<div class="nk-compiling-row">⏳ {html_text(what)} '
-                     f'<code>{html_text(row.get("function", "?"))}</code> for '
-                     f'<code>{html_text(row.get("shapes", ""))}</code> — '
-                     f'<span class="nk-clock">{elapsed}</span></div>')
-    return "".join(lines)
-
+__all__ = ["TablePanel", "ALL"]
 
 ALL = "__all__"   # a filter's "any" choice
 _DEFAULT_QUERY = (ALL, ALL, ALL, "", ARRIVAL, True)  # what a new EventTable shows
@@ -75,24 +42,24 @@ class TablePanel(w.VBox):
         self.table = EventTable()
         self._log: CompileLog | None = None
         self._advice: list[Any] = []
-        self.html = _css(w.HTML(), "nk-events-table")
-        self.kind = _css(w.Dropdown(options=_choices([], "all kinds"), layout=_width("170px")),
+        self.html = styled(w.HTML(), "nk-events-table")
+        self.kind = styled(w.Dropdown(options=_choices([], "all kinds"), layout=w.Layout(width="170px")),
                          "nk-filter-kind")
-        self.function = _css(w.Dropdown(options=_choices([], "all functions"),
-                                        layout=_width("260px")), "nk-filter-function")
-        self.rank = _css(w.Dropdown(options=_choices([], "all ranks"), layout=_width("120px")),
+        self.function = styled(w.Dropdown(options=_choices([], "all functions"),
+                                        layout=w.Layout(width="260px")), "nk-filter-function")
+        self.rank = styled(w.Dropdown(options=_choices([], "all ranks"), layout=w.Layout(width="120px")),
                          "nk-filter-rank")
-        self.search = _css(w.Text(placeholder="search reasons, functions…", continuous_update=False,
-                                  layout=_width("220px")), "nk-search")
-        self.sort = _css(w.Dropdown(options=[(COLUMN_LABELS.get(c, "arrival"), c)
-                                             for c in SORT_COLUMNS], layout=_width("130px")),
+        self.search = styled(w.Text(placeholder="search reasons, functions…", continuous_update=False,
+                                  layout=w.Layout(width="220px")), "nk-search")
+        self.sort = styled(w.Dropdown(options=[(COLUMN_LABELS.get(c, "arrival"), c)
+                                             for c in SORT_COLUMNS], layout=w.Layout(width="130px")),
                          "nk-sort")
-        self.descending = _css(w.ToggleButton(value=True, description="↓", tooltip="descending",
-                                              layout=_width("40px")), "nk-descending")
-        self.previous = _css(w.Button(description="‹", layout=_width("36px")), "nk-page-prev")
-        self.next = _css(w.Button(description="›", layout=_width("36px")), "nk-page-next")
-        self.exports = _css(w.HTML(), "nk-downloads")
-        self.export_buttons = {what: _css(w.Button(description=label, layout=_width("150px")),
+        self.descending = styled(w.ToggleButton(value=True, description="↓", tooltip="descending",
+                                              layout=w.Layout(width="40px")), "nk-descending")
+        self.previous = styled(w.Button(description="‹", layout=w.Layout(width="36px")), "nk-page-prev")
+        self.next = styled(w.Button(description="›", layout=w.Layout(width="36px")), "nk-page-next")
+        self.exports = styled(w.HTML(), "nk-downloads")
+        self.export_buttons = {what: styled(w.Button(description=label, layout=w.Layout(width="150px")),
                                           f"nk-export-{what}")
                                for what, label in (("csv", "Table CSV"), ("md", "Table Markdown"),
                                                    ("advice", "Advice Markdown"),
@@ -104,11 +71,9 @@ class TablePanel(w.VBox):
         self.next.on_click(lambda _: self._turn(+1))
         for what, button in self.export_buttons.items():
             button.on_click(lambda _, what=what: self._export(what))
-        row = w.Layout(flex_flow="row wrap", align_items="center")
-        super().__init__([w.HBox([self.kind, self.function, self.rank, self.search, self.sort,
-                                  self.descending, self.previous, self.next], layout=row),
-                          self.html,
-                          w.HBox([*self.export_buttons.values(), self.exports], layout=row)])
+        super().__init__([row(self.kind, self.function, self.rank, self.search, self.sort,
+                              self.descending, self.previous, self.next),
+                          self.html, row(*self.export_buttons.values(), self.exports)])
         self.add_class("nk-table-panel")
 
     # -- data ----------------------------------------------------------------------------------
@@ -209,59 +174,3 @@ class TablePanel(w.VBox):
             return download_link("compile-trace.json (Perfetto, chrome://tracing)",
                                  "compile-trace.json", data, "application/json")
         raise ValueError(f"export what? 'csv', 'md', 'advice' or 'trace', not {what!r}")
-
-
-class ComparePanel(w.VBox):
-    """Two runs side by side: graphs, compile seconds, projected device time, both timelines
-    on one axis, and what changed (``views.compare``)."""
-
-    def __init__(self, state: SessionRuns) -> None:
-        self.state = state
-        self.a = _css(w.Dropdown(description="Compare", layout=_width("300px")), "nk-compare-a")
-        self.b = _css(w.Dropdown(description="with", layout=_width("300px")), "nk-compare-b")
-        self.button = _css(w.Button(description="Compare", layout=_width("110px")),
-                           "nk-compare")
-        self.html = _css(w.HTML(), "nk-comparison")
-        self.chart = _css(w.Image(format="png", layout=w.Layout(width="100%", max_width="900px",
-                                                                height="auto")),
-                          "nk-compare-chart")
-        self.chart.layout.display = "none"
-        self.button.on_click(lambda _: self.run())
-        super().__init__([w.HBox([self.a, self.b, self.button],
-                                 layout=w.Layout(flex_flow="row wrap")), self.html, self.chart])
-        self.add_class("nk-compare-panel")
-
-    def set_runs(self, own: str, names: list[str], live: bool) -> None:
-        """The runs to choose from: the session's own log (``own`` names it) and ``names``.
-        First picks: live, the last run kept against the session now; else the first two."""
-        options = [(own, ""), *((n, n) for n in names)]
-        if live and names:
-            picks = (names[-1], "")
-        else:
-            picks = (names[0], names[1]) if len(names) > 1 else ("", names[0] if names else "")
-        for control, pick in zip((self.a, self.b), picks, strict=True):
-            if list(control.options) != options:
-                control.options = options
-                control.value = pick
-        self.button.disabled = len(options) < 2
-
-    def run(self) -> None:
-        state = self.state
-        try:
-            cmp = state.compare(self.a.value, self.b.value)
-            self.html.value = comparison_html(cmp)
-            self.chart.value = png_bytes(compare_chart(state.run_log(self.a.value),
-                                                       state.run_log(self.b.value),
-                                                       names=(cmp.a.name, cmp.b.name)))
-            self.chart.layout.display = ""
-        except Exception as exc:  # shown in the status area, never lost
-            state.fail(exc)
-
-
-def _css(widget: Any, css_class: str) -> Any:
-    widget.add_class(css_class)
-    return widget
-
-
-def _width(width: str) -> w.Layout:
-    return w.Layout(width=width)
