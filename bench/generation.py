@@ -46,8 +46,8 @@ from transformers import CompileConfig
 
 import neuronkit as nk
 from neuronkit.examples.families import FAMILIES, tiny_family
-from neuronkit.workloads.shapes import DEFAULT_TOKEN_COST_S
 from neuronkit.sources.kernel_forecast import KernelForecast, forecast_kernels, reset_forecast
+from neuronkit.workloads.shapes import DEFAULT_TOKEN_COST_S
 
 NEW_TOKENS = (8, 16, 32)
 

@@ -15,6 +15,7 @@ import tempfile
 import time
 import warnings
 
+
 def texts(count: int, seed: int = 0) -> list[str]:
     from neuronkit.examples.text import mixed_texts
 
@@ -26,7 +27,8 @@ def run(name, collator, data, model_path, steps, batch, backend):
     from transformers import PrinterCallback, Trainer, TrainerCallback
 
     import neuronkit as nk
-    from neuronkit.workloads.training import CompileEventsCallback, fixed_shape_args
+    from neuronkit.workloads.trainer_args import fixed_shape_args
+    from neuronkit.workloads.training import CompileEventsCallback
 
     class StepClock(TrainerCallback):
         def __init__(self):

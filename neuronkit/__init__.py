@@ -18,21 +18,21 @@ _EXPORTS: dict[str, str] = {
     # setup: the machine and the model
     "detect": "setup.device", "resolve_device": "setup.device", "DeviceReport": "setup.device",
     "NeuronNotFoundError": "setup.device", "DeviceFallbackWarning": "setup.device",
-    "load_model": "setup.models", "load_tokenizer": "setup.models", "tiny_model": "setup.models",
-    "check_placement": "setup.models", "PlacementReport": "setup.models",
-    "DeviceMapWarning": "setup.models", "PlacementWarning": "setup.models",
-    "ModelNotFoundError": "setup.models", "RecompileLimitWarning": "setup.decode_graphs",
+    "load_model": "setup.models", "load_tokenizer": "setup.models", "tiny_model": "setup.tiny",
+    "check_placement": "setup.placement", "PlacementReport": "setup.placement",
+    "DeviceMapWarning": "setup.models", "PlacementWarning": "setup.placement",
+    "ModelNotFoundError": "setup.load_errors", "RecompileLimitWarning": "setup.decode_graphs",
     "model_or_tiny": "setup.hub", "ModelChoice": "setup.hub", "pipeline": "setup.pipelines",
-    "inspect_cache": "setup.cache", "CacheReport": "setup.cache",
+    "inspect_cache": "setup.cache", "CacheReport": "setup.cache_report",
     # workloads: generation, training, distributed runs
     "Buckets": "workloads.shapes", "plan_buckets": "workloads.shapes",
     "audit_shapes": "workloads.shape_audit", "ShapeAudit": "workloads.shape_audit",
     "generate": "workloads.generation", "GenerationResult": "workloads.generation",
     "BatchProgress": "workloads.progress", "UnboundedCacheError": "workloads.static_cache",
     "warmup": "workloads.warm_up", "WarmupManifest": "workloads.warm_up",
-    "fixed_shape_args": "workloads.training", "CompileEventsCallback": "workloads.training",
-    "StaticShapeWarning": "workloads.training", "RecompileWarning": "workloads.training",
-    "check_static_shapes": "workloads.training",
+    "fixed_shape_args": "workloads.trainer_args", "CompileEventsCallback": "workloads.training",
+    "StaticShapeWarning": "workloads.trainer_args", "RecompileWarning": "workloads.training",
+    "check_static_shapes": "workloads.dataset_shapes",
     "FixedLengthCollator": "workloads.collate", "launch": "workloads.distributed",
     # sources, recorder, events and the log
     "forecast_kernels": "sources.kernel_forecast", "CompileRecorder": "recorder.recorder",
@@ -56,24 +56,27 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .log.open import open_log
     from .log.rank_logs import merge_logs, rank_log_path
     from .recorder.recorder import CompileRecorder
-    from .setup.cache import CacheReport, inspect_cache
+    from .setup.cache import inspect_cache
+    from .setup.cache_report import CacheReport
     from .setup.decode_graphs import RecompileLimitWarning
-    from .setup.device import (DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect,
-                               resolve_device)
+    from .setup.device import DeviceFallbackWarning, DeviceReport, NeuronNotFoundError, detect, resolve_device
     from .setup.hub import ModelChoice, model_or_tiny
-    from .setup.models import (DeviceMapWarning, ModelNotFoundError, PlacementReport, PlacementWarning,
-                               check_placement, load_model, load_tokenizer, tiny_model)
+    from .setup.load_errors import ModelNotFoundError
+    from .setup.models import DeviceMapWarning, load_model, load_tokenizer
     from .setup.pipelines import pipeline
+    from .setup.placement import PlacementReport, PlacementWarning, check_placement
+    from .setup.tiny import tiny_model
     from .sources.kernel_forecast import forecast_kernels
     from .workloads.collate import FixedLengthCollator
+    from .workloads.dataset_shapes import check_static_shapes
     from .workloads.distributed import launch
     from .workloads.generation import GenerationResult, generate
     from .workloads.progress import BatchProgress
     from .workloads.shape_audit import ShapeAudit, audit_shapes
     from .workloads.shapes import Buckets, plan_buckets
     from .workloads.static_cache import UnboundedCacheError
-    from .workloads.training import (CompileEventsCallback, RecompileWarning, StaticShapeWarning,
-                                     check_static_shapes, fixed_shape_args)
+    from .workloads.trainer_args import StaticShapeWarning, fixed_shape_args
+    from .workloads.training import CompileEventsCallback, RecompileWarning
     from .workloads.warm_up import WarmupManifest, warmup
 
 

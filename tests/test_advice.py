@@ -5,8 +5,8 @@ import warnings
 
 import pytest
 
-from neuronkit.advice.finding import Advice
 from neuronkit.advice.diagnose import diagnose
+from neuronkit.advice.finding import Advice
 from neuronkit.events.event import CompileEvent
 from neuronkit.log.compile_log import CompileLog
 

@@ -3,9 +3,16 @@ from __future__ import annotations
 
 import functools
 
+from neuronkit.sources.assemble import (
+    FrameName,
+    FunctionState,
+    TracedParts,
+    assemble,
+    break_events,
+    describe_change,
+    name_frame,
+)
 from neuronkit.sources.torch_text import BreakSite
-from neuronkit.sources.assemble import (FrameName, FunctionState, TracedParts, assemble, break_events,
-                                        describe_change, name_frame)
 
 F = FrameName("f", "m.py:1")
 

@@ -11,14 +11,16 @@ import types
 from importlib.machinery import ModuleSpec
 
 import pytest
-from conftest import write_cache_entry
-from neuron_fake import NativeCacheWriter
 
 import neuronkit as nk
 import neuronkit.setup.cache_legacy
 import neuronkit.setup.cache_native
-from neuronkit.setup.cache import default_cache_dir, human_size, prune_cache
+from conftest import write_cache_entry
+from neuron_fake import NativeCacheWriter
 from neuronkit.apps.cli import main
+from neuronkit.setup.cache import prune_cache
+from neuronkit.setup.cache_legacy import default_cache_dir
+from neuronkit.setup.cache_text import human_size
 
 NATIVE_ENV = ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR",
               "TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT",

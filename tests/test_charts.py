@@ -11,10 +11,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from neuronkit.views import chart_layout, charts
 from neuronkit.events.event import CompileEvent, EventKind
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import graphs
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.views import chart_data, chart_layout, charts
 
 # (function, kind, started_at, duration_s, rank)
 ROWS = [("forward", "first", 100.0, 0.5, 0), ("forward", "recompile", 102.0, 0.4, 1),
@@ -57,7 +57,7 @@ def test_timeline_marks_limit_hits_and_failures():
     assert pts["limit hit"][:, 0].tolist() == [7.0, 10.0]
     assert pts["failed"][:, 0].tolist() == [8.0]
     hit = next(c for c in fig.axes[0].collections if c.get_label() == "limit hit")
-    assert to_rgba(charts.LIMIT_COLOUR) == tuple(hit.get_facecolor()[0])
+    assert to_rgba(chart_layout.LIMIT_COLOUR) == tuple(hit.get_facecolor()[0])
     notes = [t.get_text() for t in fig.axes[0].texts]
     assert any("limit hit (2x)" in n and "eager" in n for n in notes)
 
@@ -349,12 +349,12 @@ def test_compile_seconds_spanning_orders_of_magnitude_go_on_a_log_axis():
     narrow = make_log([("f", "first", 0.0, 1.0, 0), ("f", "recompile", 1.0, 90.0, 0)])
     ax = charts.timeline(narrow).axes[0]
     assert ax.get_yscale() == "linear" and "log" not in ax.get_ylabel()
-    assert charts.seconds_scale([0.0, 0.5, 50.0]) == "log"  # 0 s is not a span
-    assert charts.seconds_scale([0.0, 0.6, 50.0]) == "linear"
+    assert chart_data.seconds_scale([0.0, 0.5, 50.0]) == "log"  # 0 s is not a span
+    assert chart_data.seconds_scale([0.0, 0.6, 50.0]) == "linear"
 
 
 def test_many_events_draw_a_fixed_number_of_series_and_thin_dense_ones():
-    n = 3 * charts.MAX_POINTS + 300
+    n = 3 * chart_data.MAX_POINTS + 300
     # each function compiles in the same time again and again: its points form a dense line
     events = [CompileEvent(function=f"f{i % 3}", started_at=float(i), duration_s=1.0 + i % 3,
                            kind="first" if i < 3 else "recompile") for i in range(n)]
@@ -364,7 +364,7 @@ def test_many_events_draw_a_fixed_number_of_series_and_thin_dense_ones():
     assert set(drawn) == {"f0", "f1", "f2"}
     for name, pts in drawn.items():
         k = int(name[1])
-        assert 0 < len(pts) <= charts.CELLS[0] + 2  # one point per cell along the line
+        assert 0 < len(pts) <= chart_data.CELLS[0] + 2  # one point per cell along the line
         assert pts[:, 0].min() == k and pts[:, 0].max() > n - 10  # from the start to the end
         assert set(pts[:, 1]) == {1.0 + k}  # thinned, never moved
         assert set(pts[:, 0]) <= set(range(k, n, 3))
@@ -374,12 +374,12 @@ def test_many_events_draw_a_fixed_number_of_series_and_thin_dense_ones():
 
 def test_thin_keeps_every_point_of_a_small_series_and_one_per_cell_of_a_big_one():
     xs = np.arange(10, dtype=float)
-    assert charts.thin(xs, xs, (0, 10), (0, 10)).tolist() == list(range(10))
-    same = np.zeros(charts.MAX_POINTS + 1)
-    assert charts.thin(same, same, (-1, 1), (-1, 1)).tolist() == [0]  # all in one cell
-    spread = np.linspace(0, 1, charts.MAX_POINTS + 1)
-    kept = charts.thin(spread, spread, (0, 1), (0, 1))
-    assert len(kept) <= sum(charts.CELLS) + 1 and kept[0] == 0  # the cells on a diagonal
+    assert chart_data.thin(xs, xs, (0, 10), (0, 10)).tolist() == list(range(10))
+    same = np.zeros(chart_data.MAX_POINTS + 1)
+    assert chart_data.thin(same, same, (-1, 1), (-1, 1)).tolist() == [0]  # all in one cell
+    spread = np.linspace(0, 1, chart_data.MAX_POINTS + 1)
+    kept = chart_data.thin(spread, spread, (0, 1), (0, 1))
+    assert len(kept) <= sum(chart_data.CELLS) + 1 and kept[0] == 0  # the cells on a diagonal
     assert (np.diff(kept) > 0).all()  # in their order
 
 

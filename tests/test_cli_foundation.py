@@ -87,8 +87,8 @@ def quick_demo(monkeypatch, tmp_path, tiny_model_path):
     taking 1 s, and each run takes 5 s of wall time."""
     from types import SimpleNamespace
 
-    import neuronkit.workloads.generation
     import neuronkit.setup.models
+    import neuronkit.workloads.generation
     from neuronkit.events.event import CompileEvent
 
     def fake_generate(model, tok, prompts, *, buckets, recorder, **kw):

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
+from neuronkit.apps import cli
+from neuronkit.apps.cli import main
 from neuronkit.events.event import CompileEvent
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.apps import cli
-from neuronkit.views import text
+from neuronkit.views import report_facts
 from neuronkit.views.charts import PNG_SIGNATURE
-from neuronkit.apps.cli import main
 
 
 def write_log(path) -> CompileLog:
@@ -123,7 +123,7 @@ def test_two_logs_of_the_same_rank_get_a_note(tmp_path, capsys):
 
 def test_limit_shows_the_most_recent_events(tmp_path, capsys):
     rank_log(tmp_path / "log.jsonl", 0, [float(i) for i in range(60)])
-    assert cli.DEFAULT_LIMIT == text.DEFAULT_LIMIT
+    assert cli.DEFAULT_LIMIT == report_facts.DEFAULT_LIMIT
     assert main(["report", str(tmp_path / "log.jsonl")]) == 0
     assert "… 10 earlier event(s) not shown: the last 50 of 60" in capsys.readouterr().out
     assert main(["report", str(tmp_path / "log.jsonl"), "--limit", "2"]) == 0

@@ -8,12 +8,20 @@ import pytest
 from matplotlib.colors import to_rgba
 
 from neuronkit.events.event import CompileEvent
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import shape_key
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.views import charts
-from neuronkit.views.compare import (NEURON_COMPILE_COST_S, RUN_COLOURS, Comparison, GraphCountChange,
-                                     compare_chart, compare_logs, comparison_html, comparison_text,
-                                     projected_seconds)
+from neuronkit.views.compare import (
+    NEURON_COMPILE_COST_S,
+    RUN_COLOURS,
+    Comparison,
+    GraphCountChange,
+    compare_chart,
+    compare_logs,
+    comparison_html,
+    comparison_text,
+    projected_seconds,
+)
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 

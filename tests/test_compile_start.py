@@ -7,11 +7,11 @@ import time
 
 import pytest
 import torch
-from neuron_fake import installed_fake
 
 import neuronkit as nk
-from neuronkit.recorder.recorder import CompileStart
+from neuron_fake import installed_fake
 from neuronkit.sources import dynamo as sources
+from neuronkit.sources.starts import CompileStart
 
 
 def double_sum(x, y):

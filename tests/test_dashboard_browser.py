@@ -23,9 +23,20 @@ from typing import Any, Iterator
 
 import pytest
 
-from _browser import (CHROMIUM, CHROMIUM_ARGS, KERNEL_PID_FILE, SERVER_PACKAGES, isolated_env,
-                      jupyterlab, keep_artifact, require_browser, run_all_in_jupyterlab, tail,
-                      voila, write_notebook)
+from _browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    KERNEL_PID_FILE,
+    SERVER_PACKAGES,
+    isolated_env,
+    jupyterlab,
+    keep_artifact,
+    require_browser,
+    run_all_in_jupyterlab,
+    tail,
+    voila,
+    write_notebook,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from neuronkit.setup.models import ModelNotFoundError
-from neuronkit.events.schema import FORMAT
-from neuronkit.events.event import CompileEvent
-from neuronkit.log.compile_log import CompileLog
-from neuronkit.sources.starts import CompileStart
 from neuronkit.apps.dashboard.exports import export_target
 from neuronkit.apps.dashboard.runs import run_name
 from neuronkit.apps.dashboard.state import DashboardState
+from neuronkit.events.event import CompileEvent
+from neuronkit.events.schema import FORMAT
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.setup.load_errors import ModelNotFoundError
+from neuronkit.sources.starts import CompileStart
 
 
 def saved(tmp_path: Path, name: str, functions=("forward",), rank: int = 0) -> bytes:

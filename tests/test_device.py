@@ -9,13 +9,14 @@ import warnings
 
 import pytest
 import torch
-from neuron_fake import installed_fake
 
 import neuronkit as nk
+from neuron_fake import installed_fake
 from neuronkit.setup import device, neuron_stack
-from neuronkit.setup.device import DeviceFallbackWarning, cpu_backend, version_pairing
+from neuronkit.setup.device import DeviceFallbackWarning, cpu_backend
+from neuronkit.setup.neuron_stack import version_pairing
 
-REAL_TORCH_XLA_VERSION = device.torch_xla_version
+REAL_TORCH_XLA_VERSION = neuron_stack.torch_xla_version
 
 
 def test_detect_without_neuron_uses_cpu_and_says_why(no_neuron, monkeypatch):
@@ -143,7 +144,7 @@ def test_detected_backend_really_compiles(no_neuron, compiler_reset):
 def test_package_version_reads_installed_metadata():
     from importlib import metadata
 
-    from neuronkit.setup.device import package_version
+    from neuronkit.setup.packages import package_version
 
     assert package_version("torch") == metadata.version("torch")
     assert package_version("no-such-distribution-neuronkit") is None
@@ -189,7 +190,7 @@ def test_only_device_py_touches_torch_neuronx():
 @pytest.fixture(autouse=True)
 def no_instance_hints(monkeypatch, tmp_path):
     """Nothing of this machine leaks in: no instance hint, no DMI product name, no torch_xla."""
-    monkeypatch.delenv(device.INSTANCE_ENV, raising=False)
+    monkeypatch.delenv(neuron_stack.INSTANCE_ENV, raising=False)
     monkeypatch.setattr(neuron_stack, "DMI_PRODUCT_NAME", str(tmp_path / "no-dmi"))
     monkeypatch.setattr(neuron_stack, "torch_xla_version", lambda: None)
 
@@ -204,7 +205,7 @@ def _finding(report, name):
 
 
 def test_native_on_trn2_is_supported_and_quiet(monkeypatch):
-    monkeypatch.setenv(device.INSTANCE_ENV, "trn2")
+    monkeypatch.setenv(neuron_stack.INSTANCE_ENV, "trn2")
     with installed_fake(instance_type="trn2") as fake:
         report = nk.detect()
     assert fake.initialized is False                  # detect() never initialises the runtime
@@ -219,7 +220,7 @@ def test_native_on_trn2_is_supported_and_quiet(monkeypatch):
 
 @pytest.mark.parametrize("instance", ["trn1", "trn1n", "inf2"])
 def test_native_on_trn1_or_inf2_warns_with_the_fix(instance, monkeypatch):
-    monkeypatch.setenv(device.INSTANCE_ENV, instance)
+    monkeypatch.setenv(neuron_stack.INSTANCE_ENV, instance)
     with installed_fake(instance_type=instance):
         report = nk.detect()
     found = _finding(report, "instance")
@@ -230,7 +231,7 @@ def test_native_on_trn1_or_inf2_warns_with_the_fix(instance, monkeypatch):
 
 
 def test_instance_hint_from_the_environment_wins(monkeypatch):
-    monkeypatch.setenv(device.INSTANCE_ENV, "trn1.32xlarge")
+    monkeypatch.setenv(neuron_stack.INSTANCE_ENV, "trn1.32xlarge")
     with installed_fake(instance_type="trn2"):
         report = nk.detect()
     assert (report.instance, report.instance_source) == ("trn1.32xlarge", "$NEURONKIT_INSTANCE_TYPE")

@@ -14,14 +14,17 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.setup.process import default_rank as rank
-from neuronkit.workloads.distributed import (LaunchError, TrainerParallelismError,
-                                             check_trainer_parallelism, launch)
-from neuronkit.log.rank_logs import find_rank_logs, merge_logs, rank_log_path
 from neuronkit.events.event import CompileEvent
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.examples import distributed_training
-
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.log.rank_logs import find_rank_logs, merge_logs, rank_log_path
+from neuronkit.setup.process import default_rank as rank
+from neuronkit.workloads.distributed import (
+    LaunchError,
+    TrainerParallelismError,
+    check_trainer_parallelism,
+    launch,
+)
 
 # ---- rank and log paths ----------------------------------------------------------------------
 

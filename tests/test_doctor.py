@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from neuron_fake import installed_fake
 
-from neuronkit.setup import device, doctor_native, neuron_stack
+from neuron_fake import installed_fake
+from neuronkit.setup import doctor_native, neuron_stack
 from neuronkit.setup.doctor import doctor_report
 from neuronkit.setup.doctor_native import ACCELERATE_NEURON, TRANSFORMERS_NEURON, missing_features
 
 NATIVE_ENV = ("NEURON_LAUNCH_BLOCKING", "TORCH_NEURONX_METRICS_ENABLED", "NEURON_CC_FLAGS",
               "TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE",
-              device.INSTANCE_ENV)
+              neuron_stack.INSTANCE_ENV)
 
 
 def _row(text: str, label: str) -> str:

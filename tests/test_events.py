@@ -8,11 +8,11 @@ import textwrap
 
 import pytest
 
-from neuronkit.views.chrome_trace import write_chrome_trace
-from neuronkit.events.schema import FORMAT, FORMAT_VERSION, LogFormatError
 from neuronkit.events.event import CompileEvent
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import function_labels, short_label
+from neuronkit.events.schema import FORMAT, FORMAT_VERSION, LogFormatError
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.views.chrome_trace import write_chrome_trace
 
 
 def event(function="forward", started_at=100.0, duration_s=0.5, n=3, kind="recompile", rank=0,
@@ -28,8 +28,7 @@ def test_header_names_format_versions_device_and_backend(tmp_path):
     from importlib import metadata
 
     import neuronkit
-
-    from neuronkit.recorder.recorder import default_header
+    from neuronkit.recorder.header import default_header
 
     path = tmp_path / "log.jsonl"
     log = CompileLog(path=path, header=default_header())   # what a recorder writes
@@ -238,7 +237,7 @@ def test_shared_view_helpers():
 
 def test_header_versions_come_from_device_package_version(monkeypatch):
     import neuronkit.setup.device as device
-    from neuronkit.recorder.recorder import default_header
+    from neuronkit.recorder.header import default_header
 
     monkeypatch.setattr(device, "package_version", lambda dist: f"v-{dist}")
     head = default_header()

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.workloads.generate_plan import PlannedGraph, plan_generation
-from neuronkit.workloads.generation import cache_length
+from neuronkit.workloads.generate_plan import PlannedGraph, cache_length, plan_generation
 from neuronkit.workloads.generate_settings import compile_kwargs as _compile_kwargs
 
 WORDS = "the cat sat on a mat while rain fell over quiet hills and rivers ran to the sea".split()

@@ -17,9 +17,9 @@ import warnings
 
 import pytest
 
-from neuronkit.log import compile_log
-from neuronkit.events.schema import FORMAT, FORMAT_VERSION, LogFolderError, LogFormatError
 from neuronkit.events.event import CompileEvent
+from neuronkit.events.schema import FORMAT, FORMAT_VERSION, LogFolderError, LogFormatError
+from neuronkit.log import compile_log
 from neuronkit.log.compile_log import CompileLog
 
 HEADER = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "device": "cpu"})
@@ -290,7 +290,7 @@ def recorder(path, **kw):
 
 
 def test_a_second_recorder_on_an_active_recorders_path_is_refused(tmp_path):
-    from neuronkit.recorder.recorder import LogPathInUseError
+    from neuronkit.recorder.log_file import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     outer = recorder(path).start()
@@ -311,7 +311,7 @@ def test_a_second_recorder_on_an_active_recorders_path_is_refused(tmp_path):
 
 
 def test_a_restart_after_another_recorder_rewrote_the_file_is_refused(tmp_path):
-    from neuronkit.recorder.recorder import LogPathInUseError
+    from neuronkit.recorder.log_file import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     first = recorder(path)
@@ -364,7 +364,7 @@ HOLDER = textwrap.dedent("""
 
 @pytest.mark.skipif(sys.platform == "win32", reason="flock: POSIX only")
 def test_two_processes_on_one_path_and_a_killed_holder_leaves_no_lock(tmp_path):
-    from neuronkit.recorder.recorder import LogPathInUseError
+    from neuronkit.recorder.log_file import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,

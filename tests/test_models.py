@@ -19,11 +19,12 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import neuronkit as nk
+from neuronkit.examples import train_tiny
 from neuronkit.setup import tiny
 from neuronkit.setup.device import DeviceFallbackWarning
-from neuronkit.examples import train_tiny
-from neuronkit.setup.models import (CorruptWeightsError, DeviceMapWarning, ModelNotFoundError,
-                                    PlacementWarning)
+from neuronkit.setup.load_errors import CorruptWeightsError, ModelNotFoundError
+from neuronkit.setup.models import DeviceMapWarning
+from neuronkit.setup.placement import PlacementWarning
 
 TEXT = "The river carried the boats down to the sea."
 SHIPPED = resources.files("neuronkit").joinpath("data/tiny-qwen3")

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import torch
+
 from neuron_fake import NativeCacheWriter, NeuronCompilationMetrics, installed_fake, keys
 
 GRAPH_EXT = "_trn2_2_O2_--model-type_transformer_--auto-cast-none"

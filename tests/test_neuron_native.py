@@ -7,11 +7,11 @@ import json
 
 import pytest
 import torch
-from neuron_fake import installed_fake
 
 import neuronkit as nk
-from neuronkit.log.compile_log import CompileLog
+from neuron_fake import installed_fake
 from neuronkit.events.facts import neff_seconds, total_seconds
+from neuronkit.log.compile_log import CompileLog
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ import threading
 import pytest
 
 import neuronkit as nk
-from neuronkit.workloads.progress import BatchTiming
-from neuronkit.workloads.progress import eta_s, new_shapes
+from neuronkit.workloads.progress import BatchTiming, eta_s, new_shapes
 
 
 def timing(bucket: int, cache: int, run: float, compile_s: float = 0.0) -> BatchTiming:

@@ -9,13 +9,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from neuronkit.workloads.distributed import launch
-from neuronkit.log.rank_logs import merge_logs
 from neuronkit.events.event import CompileEvent
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.workloads.rank_groups import (RankGroup, format_group_compiles, fsdp_shard, group_compiles,
-                                             mesh_rank_groups, rank_groups)
-
+from neuronkit.log.rank_logs import merge_logs
+from neuronkit.workloads.distributed import launch
+from neuronkit.workloads.rank_groups import (
+    RankGroup,
+    format_group_compiles,
+    fsdp_shard,
+    group_compiles,
+    mesh_rank_groups,
+    rank_groups,
+)
 
 # ---- rank groups of a tp x fsdp layout -------------------------------------------------------
 

@@ -15,8 +15,8 @@ import torch
 import torch._dynamo
 
 import neuronkit as nk
-from neuronkit.sources import dynamo as sources
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.sources import dynamo as sources
 
 
 class Net(torch.nn.Module):
@@ -511,7 +511,7 @@ def test_a_log_folder_deleted_before_start_is_written_again(net, tmp_path):
 def test_nested_recorders_on_one_path_are_refused_and_the_outer_log_is_kept(net, tmp_path):
     import re
 
-    from neuronkit.recorder.recorder import LogPathInUseError
+    from neuronkit.recorder.log_file import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     with nk.CompileRecorder(path):

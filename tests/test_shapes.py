@@ -12,7 +12,6 @@ import torch
 import neuronkit as nk
 from neuronkit.workloads.shapes import plan_cost
 
-
 # ---- Buckets ---------------------------------------------------------------------------------
 
 def test_buckets_sorted_fit_iter_repr_eq():

@@ -7,17 +7,19 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from _html import parse
 
+from _html import parse
 from neuronkit.advice.finding import Advice
 from neuronkit.events.event import KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.views import table as table_module
 from neuronkit.views import html as html_module
+from neuronkit.views import table as table_module
+from neuronkit.views import table_cells
 from neuronkit.views.html import KIND_CLASSES, UNKNOWN_CLASS, events_table_html, table_page_html
 from neuronkit.views.safe import html_text
-from neuronkit.views.table import (ARRIVAL, NEURON_COLUMNS, SORT_COLUMNS, TABLE_ROWS, EventTable,
-                                   advice_markdown, table_csv, table_markdown)
+from neuronkit.views.table import ARRIVAL, SORT_COLUMNS, TABLE_ROWS, EventTable
+from neuronkit.views.table_cells import NEURON_COLUMNS
+from neuronkit.views.table_export import advice_markdown, table_csv, table_markdown
 
 PLACES = [("forward", "a/model.py:10"), ("forward", "b/layers.py:20"), ("decode", "gen.py:5")]
 LABELS = {PLACES[0]: "forward (model.py:10)", PLACES[1]: "forward (layers.py:20)",
@@ -107,7 +109,7 @@ def test_sort_by_kind_follows_kinds_order_and_by_function_label():
     table = EventTable(events)
     table.sort_by("kind", descending=False)
     assert [r["kind"] for r in table.all_rows()] == [
-        table_module.KIND_LABELS[e.kind] for e in sorted(events, key=lambda e: (KINDS.index(e.kind),
+        table_cells.KIND_LABELS[e.kind] for e in sorted(events, key=lambda e: (KINDS.index(e.kind),
                                                                                  e.seq))]
     table.sort_by("function", descending=False)
     assert [r["function"] for r in table.all_rows()] == sorted(

@@ -6,12 +6,13 @@ import re
 
 import pytest
 
-from neuronkit.sources.torch_text import short_reason
-from neuronkit.views import text as report
-from neuronkit.advice.finding import Advice
 from neuronkit.advice.diagnose import diagnose
+from neuronkit.advice.finding import Advice
 from neuronkit.events.event import CompileEvent
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.sources.torch_text import short_reason
+from neuronkit.views import report_json, text_layout
+from neuronkit.views import text as report
 
 
 def mismatch(name: str, old: int, new: int) -> str:
@@ -203,7 +204,7 @@ def widest(text: str) -> int:
 def test_every_text_view_fits_120_columns_at_its_widest():
     log = worst_case_log()
     full = report.format_report(log, limit=None)
-    assert widest(full) <= report.WIDTH == 120
+    assert widest(full) <= text_layout.WIDTH == 120
     for text in (report.format_events(log), report.format_summary(log),
                  report.format_advice(diagnose(log))):
         assert widest(text) <= 120
@@ -298,7 +299,7 @@ def test_a_limited_report_formats_only_the_shown_events_and_summarises_once(monk
 
 def test_report_data_has_stable_keys_and_raw_values():
     log = make_log(known_events(), wall=10.0)
-    data = report.report_data(log, limit=2)
+    data = report_json.report_data(log, limit=2)
     assert list(data) == ["format", "version", "logs", "device", "backend", "ranks",
                           "wall_time_s", "compile_s", "neff_s", "share_of_wall", "counts",
                           "worst_severity", "summary", "advice", "events"]
@@ -349,7 +350,7 @@ def test_values_from_the_log_are_printed_without_controls_or_escapes():
 def test_an_empty_log_reports_no_events():
     text = report.format_report(CompileLog())
     assert "0 events" in text.splitlines()[0] and "no compile events" in text
-    data = report.report_data(CompileLog())
+    data = report_json.report_data(CompileLog())
     assert data["counts"]["events"] == 0 and data["events"] == [] and data["ranks"] == []
 
 

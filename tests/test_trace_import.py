@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from neuronkit.log.compile_log import CompileLog
-from neuronkit.sources.trace_import import is_trace_folder, read_torch_trace
 from neuronkit.apps.cli import main
 from neuronkit.apps.dashboard.state import DashboardState
+from neuronkit.log.compile_log import CompileLog
+from neuronkit.sources.trace_import import is_trace_folder, read_torch_trace
 
 # first compile, a recompile on a new shape, a new rank, a graph break, a recompile-limit hit;
 # a live recorder in the same process saves what it saw to argv[1]

@@ -12,9 +12,14 @@ from transformers import DataCollatorForLanguageModeling, Trainer
 import neuronkit as nk
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.workloads.collate import FixedLengthCollator
-from neuronkit.workloads.training import (DYNAMIC_ENV, CompileEventsCallback, RecompileWarning,
-                                          StaticShapeWarning, check_static_shapes, compiles_dynamic,
-                                          fixed_shape_args, late_compile_message)
+from neuronkit.workloads.dataset_shapes import check_static_shapes
+from neuronkit.workloads.trainer_args import (
+    DYNAMIC_ENV,
+    StaticShapeWarning,
+    compiles_dynamic,
+    fixed_shape_args,
+)
+from neuronkit.workloads.training import CompileEventsCallback, RecompileWarning, late_compile_message
 
 
 @pytest.fixture(autouse=True)

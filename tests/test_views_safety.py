@@ -16,17 +16,24 @@ from types import SimpleNamespace
 
 import ipywidgets as w
 import pytest
-from _html import Tags, parse
 
+from _html import Tags, parse
 from neuronkit.advice.finding import Advice
+from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.events.event import KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.views import html as views_html
-from neuronkit.views.chrome_trace import write_chrome_trace
-from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.views.chart_layout import KeyEntry
-from neuronkit.views.html import (KEY_FUNCTIONS, advice_html, chart_key_html, events_table_html,
-                                  graph_counts_html, replay_note, status_html)
+from neuronkit.views.chrome_trace import write_chrome_trace
+from neuronkit.views.html import (
+    KEY_FUNCTIONS,
+    advice_html,
+    chart_key_html,
+    events_table_html,
+    graph_counts_html,
+    replay_note,
+    status_html,
+)
 from neuronkit.views.safe import html_attr, html_text, spreadsheet_safe, strip_control, terminal_safe
 from neuronkit.widget import RecompileDashboard
 

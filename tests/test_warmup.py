@@ -7,9 +7,8 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.apps.cli import main
-
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.workloads.warm_up import WarmupManifest, WarmupStep, _filler_prompt, new_token_band, warmup
 
 BUCKETS = [4, 8, 12, 16, 24]   # x batch sizes [1, 2]: 10 graphs, over torch's default limit of 8

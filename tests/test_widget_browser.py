@@ -13,8 +13,19 @@ from pathlib import Path
 import pytest
 
 import _browser
-from _browser import (CHROMIUM, CHROMIUM_ARGS, KERNEL_PID_FILE, REQUIRE_ENV, SERVER_PACKAGES,
-                      isolated_env, keep_artifact, require_browser, tail, voila, write_notebook)
+from _browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    KERNEL_PID_FILE,
+    REQUIRE_ENV,
+    SERVER_PACKAGES,
+    isolated_env,
+    keep_artifact,
+    require_browser,
+    tail,
+    voila,
+    write_notebook,
+)
 
 SAMPLE_LOG = Path(__file__).resolve().parents[1] / "notebooks" / "data" / "sample_compile_log.jsonl"
 WAIT_MS = 90_000          # one bounded wait: a page run, a model load, a compile on a busy CPU

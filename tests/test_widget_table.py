@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import base64
-import datetime
 import csv
+import datetime
 import io
 import re
 
-from neuronkit.events.schema import FORMAT
-from neuronkit.events.event import CompileEvent
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.apps.dashboard.state import DashboardState
+from neuronkit.events.event import CompileEvent
+from neuronkit.events.schema import FORMAT
+from neuronkit.log.compile_log import CompileLog
 from neuronkit.widget import RecompileDashboard
 
 

@@ -13,10 +13,9 @@ from typing import Any
 from neuronkit.advice.finding import Advice
 from neuronkit.advice.shapes import per_rank
 from neuronkit.advice.wording import count
-from neuronkit.sources.torch_text import break_cause, limit_failure, short_reason
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import of_kind
-
+from neuronkit.sources.torch_text import break_cause, limit_failure, short_reason
 
 __all__ = ["BREAK_FIXES", "failure_findings", "graph_break_findings", "is_graph_break", "on_ranks",
            "why"]

@@ -31,7 +31,7 @@ from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.gc_pause import paused_gc
 from neuronkit.workloads.rank_groups import RankGroup
 
-__all__ = ["FunctionMemo", "bucket_multiple", "diagnose"]
+__all__ = ["FunctionMemo", "diagnose"]
 
 
 # a function's findings by its label, with what they were found from (see diagnose's memo)

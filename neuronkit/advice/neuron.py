@@ -11,7 +11,6 @@ from neuronkit.advice.finding import Advice
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import of_kind
 
-
 __all__ = ["neff_findings", "kernel_findings"]
 
 

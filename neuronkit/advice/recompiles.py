@@ -8,8 +8,15 @@ from typing import Any
 from neuronkit.advice.buckets import bucket_finding
 from neuronkit.advice.finding import Advice
 from neuronkit.advice.limits import ran_eager
-from neuronkit.advice.shapes import (Series, consecutive, graphs_of, groups, is_generation,
-                                     scalar_guards, series)
+from neuronkit.advice.shapes import (
+    Series,
+    consecutive,
+    graphs_of,
+    groups,
+    is_generation,
+    scalar_guards,
+    series,
+)
 from neuronkit.advice.wording import count, dims, listed, span
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import of_kind

@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain, compress
 from operator import attrgetter, itemgetter
-from dataclasses import dataclass, field
 from typing import Iterable
 
-from neuronkit.sources.torch_text import (CACHE_NAME, input_name, limit_value_in, scalar_guard,
-                                          size_mismatches, names_size_mismatch, sole_mismatch_at)
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import of_kind, shape_key
+from neuronkit.sources.torch_text import (
+    CACHE_NAME,
+    input_name,
+    limit_value_in,
+    names_size_mismatch,
+    scalar_guard,
+    size_mismatches,
+    sole_mismatch_at,
+)
 
 __all__ = ["Series", "consecutive", "graphs_of", "graphs_per_rank", "groups", "is_generation",
            "limit_value", "per_rank", "scalar_guards", "series"]

@@ -134,9 +134,10 @@ def _write(what: str, path: Path, write: Callable[[], Path], to: TextIO, note: s
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from neuronkit.advice.finding import SEVERITIES
     from neuronkit.advice.diagnose import diagnose
-    from neuronkit.views.text import format_report, report_data
+    from neuronkit.advice.finding import SEVERITIES
+    from neuronkit.views.report_json import report_data
+    from neuronkit.views.text import format_report
 
     paths = _log_paths(args.logs)
     png = _output(args.png, paths, ".timeline.png")
@@ -203,8 +204,8 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from neuronkit.setup.models import load_model, load_tokenizer
     from neuronkit.recorder.recorder import CompileRecorder
+    from neuronkit.setup.models import load_model, load_tokenizer
     from neuronkit.workloads.warm_up import WarmupStep, warmup
 
     for option, path in (("--manifest", args.manifest), ("--log", args.log)):

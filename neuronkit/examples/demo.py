@@ -19,14 +19,14 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
     """Run the demo and print its report; returns a process exit code."""
     import torch
 
-    from neuronkit.setup.device import detect
-    from neuronkit.log.compile_log import CompileLog
-    from neuronkit.workloads.generation import generate
-    from neuronkit.setup.models import load_model, load_tokenizer
-    from neuronkit.recorder.recorder import CompileRecorder
-    from neuronkit.views.text import format_report
-    from neuronkit.workloads.shapes import plan_buckets
     from neuronkit.examples.text import mixed_texts
+    from neuronkit.log.compile_log import CompileLog
+    from neuronkit.recorder.recorder import CompileRecorder
+    from neuronkit.setup.device import detect
+    from neuronkit.setup.models import load_model, load_tokenizer
+    from neuronkit.views.text import format_report
+    from neuronkit.workloads.generation import generate
+    from neuronkit.workloads.shapes import plan_buckets
 
     if requests < 1:
         raise ValueError(f"--requests must be at least 1, got {requests}")

@@ -45,9 +45,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from neuronkit.examples.text import training_windows
 from neuronkit.setup.process import default_rank as rank
 from neuronkit.setup.process import world_size
-from neuronkit.examples.text import training_windows
 
 __all__ = ["main"]
 
@@ -152,7 +152,8 @@ def train_fsdp(args, tok, model, log_path: Path, fsdp: int) -> None:
     from transformers import Trainer
 
     from neuronkit.workloads.collate import FixedLengthCollator
-    from neuronkit.workloads.training import CompileEventsCallback, fixed_shape_args
+    from neuronkit.workloads.trainer_args import fixed_shape_args
+    from neuronkit.workloads.training import CompileEventsCallback
 
     out = args.out or tempfile.mkdtemp(prefix="neuronkit-fsdp-")
     targs = fixed_shape_args(out, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
@@ -176,10 +177,10 @@ def train_tp(args, tok, model, log_path: Path, fsdp: int, shard: int) -> None:
     """
     import torch
 
-    from neuronkit.workloads.collate import FixedLengthCollator
-    from neuronkit.setup.device import detect
-    from neuronkit.workloads.distributed import TrainerParallelismError, check_trainer_parallelism
     from neuronkit.recorder.recorder import CompileRecorder
+    from neuronkit.setup.device import detect
+    from neuronkit.workloads.collate import FixedLengthCollator
+    from neuronkit.workloads.distributed import TrainerParallelismError, check_trainer_parallelism
 
     backend = detect().compile_backend
     try:
@@ -194,7 +195,8 @@ def train_tp(args, tok, model, log_path: Path, fsdp: int, shard: int) -> None:
     if args.trainer:
         from transformers import Trainer
 
-        from neuronkit.workloads.training import CompileEventsCallback, fixed_shape_args
+        from neuronkit.workloads.trainer_args import fixed_shape_args
+        from neuronkit.workloads.training import CompileEventsCallback
 
         targs = fixed_shape_args(args.out or tempfile.mkdtemp(), max_steps=args.steps,
                                  per_device_train_batch_size=args.batch_size, save_strategy="no")
@@ -242,10 +244,10 @@ def _dtype(device: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from neuronkit.workloads.distributed import LOG_DIR_ENV
     from neuronkit.log.rank_logs import rank_log_path
+    from neuronkit.setup.tiny import tiny_model
+    from neuronkit.workloads.distributed import LOG_DIR_ENV
     from neuronkit.workloads.rank_groups import fsdp_shard
-    from neuronkit.setup.models import tiny_model
 
     p = argparse.ArgumentParser(prog="python -m neuronkit.examples.distributed_training",
                                 description=__doc__.split("\n\n")[0])

@@ -23,8 +23,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neuronkit.setup.models import EOS, PAD, quiet_progress
 from neuronkit.examples.text import SWEEP_TEXT, TRAINING_TEXT, WORDS
+from neuronkit.setup.models import quiet_progress
+from neuronkit.setup.tiny import EOS, PAD
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM

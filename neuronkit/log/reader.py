@@ -21,9 +21,19 @@ from typing import Any
 import msgspec
 
 from neuronkit.events.event import FIELDS, UPDATABLE, CompileEvent
-from neuronkit.events.schema import (EVENT_LINE_START, FORMAT, FORMAT_VERSION, EventLine, LogFolderError,
-                                     LogFormatError, decode_event_lines, event_problem, show,
-                                     update_problem, wall_problem)
+from neuronkit.events.schema import (
+    EVENT_LINE_START,
+    FORMAT,
+    FORMAT_VERSION,
+    EventLine,
+    LogFolderError,
+    LogFormatError,
+    decode_event_lines,
+    event_problem,
+    show,
+    update_problem,
+    wall_problem,
+)
 from neuronkit.log.gc_pause import paused_gc
 
 __all__ = ["read_log"]

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 
 from neuronkit.events.event import CompileEvent
 from neuronkit.recorder.header import default_header, detected
-from neuronkit.recorder.log_file import LogFile, LogPathInUseError
+from neuronkit.recorder.log_file import LogFile
 from neuronkit.setup import device as setup_device
 from neuronkit.setup.process import default_rank
 from neuronkit.sources.dynamo import TAP, add_recompile_context
@@ -39,7 +39,7 @@ from neuronkit.sources.sink import say
 from neuronkit.sources.starts import CompileStart, InProgress
 from neuronkit.sources.subscribers import add_subscriber
 
-__all__ = ["CompileRecorder", "CompileStart", "LogPathInUseError", "default_header"]
+__all__ = ["CompileRecorder"]
 
 
 _IDS = itertools.count()  # names each recorder's ContextVar

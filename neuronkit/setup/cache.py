@@ -22,7 +22,7 @@ from neuronkit.setup.cache_legacy import default_cache_dir, scan_legacy
 from neuronkit.setup.cache_native import CACHE_DIR_ENV, is_native_shard, native_cache_dir, scan_native
 from neuronkit.setup.cache_prune import PruneResult, prune_native
 from neuronkit.setup.cache_report import CacheReport
-from neuronkit.setup.cache_text import human_size, printable
+from neuronkit.setup.cache_text import printable
 from neuronkit.setup.device import loaded_neuronx, neuronx_installed
 from neuronkit.setup.packages import module_installed
 
@@ -30,8 +30,7 @@ LAYOUTS = ("native", "legacy")
 
 # CacheReport, PruneResult, default_cache_dir, human_size and printable live in cache_report,
 # cache_prune, cache_legacy and cache_text; they stay importable from here
-__all__ = ["LAYOUTS", "CacheReport", "PruneResult", "default_cache_dir", "detect_layout",
-           "human_size", "inspect_cache", "printable", "prune_cache"]
+__all__ = ["LAYOUTS", "detect_layout", "inspect_cache", "prune_cache"]
 
 
 def _package_layout() -> tuple[str, str] | None:

@@ -17,9 +17,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuronkit.setup.neuron_stack import (INSTANCE_ENV, NATIVE_FAMILIES, NEURON_PIP_REPO, XLA_FAMILIES,
-                                          Finding, instance_family, instance_type, native_findings,
-                                          torch_xla_version, version_pairing)
+from neuronkit.setup.neuron_stack import NEURON_PIP_REPO, Finding, instance_type, native_findings
 from neuronkit.setup.packages import module_installed, package_version
 
 CPU_BACKEND_ENV = "NEURONKIT_CPU_BACKEND"
@@ -28,11 +26,9 @@ BUILTIN_BACKENDS = ("eager", "aot_eager", "inductor")  # always registered by to
 DEVICE_TYPES = ("neuron", "cuda", "cpu")
 
 __all__ = ["detect", "resolve_device", "DeviceReport", "NeuronNotFoundError",
-           "DeviceFallbackWarning", "package_version", "module_installed", "neuronx_installed",
-           "loaded_neuronx", "import_neuronx", "cpu_backend", "CPU_BACKEND_ENV",
-           "DEFAULT_CPU_BACKEND", "Finding", "instance_type", "instance_family", "version_pairing",
-           "torch_xla_version", "neuronx_build_defaults", "native_findings", "INSTANCE_ENV",
-           "NATIVE_FAMILIES", "XLA_FAMILIES", "NEURON_PIP_REPO", "STACK_NAMES"]
+           "DeviceFallbackWarning", "neuronx_installed", "loaded_neuronx", "import_neuronx",
+           "cpu_backend", "CPU_BACKEND_ENV", "DEFAULT_CPU_BACKEND", "neuronx_build_defaults",
+           "STACK_NAMES"]
 # Finding, the instance and version checks and their constants live in neuron_stack.py,
 # package_version and module_installed in packages.py; they stay importable from here
 

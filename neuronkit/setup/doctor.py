@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import time
 
-from neuronkit.setup.cache import CacheReport, inspect_cache
+from neuronkit.setup.cache import inspect_cache
+from neuronkit.setup.cache_report import CacheReport
 from neuronkit.setup.device import CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, STACK_NAMES, DeviceReport, detect
 from neuronkit.setup.doctor_native import NEFF_CACHE_FIX, Check, library_checks, settings_checks
 from neuronkit.setup.neuron_stack import torch_xla_version

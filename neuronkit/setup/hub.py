@@ -57,7 +57,7 @@ def model_or_tiny(name: str | os.PathLike[str], timeout: float = 3.0) -> ModelCh
                            f"using the local folder {Path(text).name!r}")
     if hub_reachable(timeout):
         return ModelChoice(text, "Hugging Face Hub", f"using {text!r} from the Hugging Face Hub")
-    from neuronkit.setup.models import tiny_model
+    from neuronkit.setup.tiny import tiny_model
 
     return ModelChoice(str(tiny_model()), "embedded tiny model",
                        f"the Hugging Face Hub is not reachable from here, so {text!r} cannot be "

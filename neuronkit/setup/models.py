@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from neuronkit.setup.decode_graphs import warn_if_full
 from neuronkit.setup.device import detect, resolve_device
-from neuronkit.setup.load_errors import (CorruptWeightsError, ModelNotFoundError, check_model_folder,
-                                         corrupt_weights_error, file_not_folder_error,
-                                         not_found_error)
-from neuronkit.setup.placement import PlacementReport, PlacementWarning, check_placement
-from neuronkit.setup.tiny import EOS, PAD, neuronkit_home, tiny_model
+from neuronkit.setup.load_errors import (
+    check_model_folder,
+    corrupt_weights_error,
+    file_not_folder_error,
+    not_found_error,
+)
+from neuronkit.setup.placement import PlacementWarning, check_placement
+from neuronkit.setup.tiny import tiny_model
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -28,10 +31,8 @@ DTYPES = ("bfloat16", "float32", "float16", "auto")
 
 # check_placement, PlacementReport, PlacementWarning, tiny_model, neuronkit_home, EOS, PAD and the
 # two errors live in placement.py, tiny.py and load_errors.py; they stay importable from here
-__all__ = ["load_model", "load_tokenizer", "check_placement", "tiny_model", "neuronkit_home",
-           "pad_token_id", "PlacementReport", "ModelNotFoundError", "CorruptWeightsError",
-           "DeviceMapWarning", "PlacementWarning", "PadTokenWarning", "quiet_progress",
-           "EOS", "PAD"]
+__all__ = ["load_model", "load_tokenizer", "pad_token_id", "DeviceMapWarning", "PadTokenWarning",
+           "quiet_progress"]
 
 
 class DeviceMapWarning(UserWarning):

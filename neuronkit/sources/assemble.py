@@ -16,9 +16,16 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuronkit.sources.torch_text import (BreakSite, break_cause, failure_reason, guard_text, is_torch_file,
-                                          limit_failure, size_mismatches)
 from neuronkit.events.event import CompileEvent, EventKind
+from neuronkit.sources.torch_text import (
+    BreakSite,
+    break_cause,
+    failure_reason,
+    guard_text,
+    is_torch_file,
+    limit_failure,
+    size_mismatches,
+)
 
 __all__ = ["FrameName", "FunctionState", "TracedParts", "assemble", "break_events",
            "describe_change", "name_frame"]

@@ -32,13 +32,19 @@ import time
 from types import FrameType
 from typing import Any, Callable
 
-from neuronkit.sources.torch_text import break_site, input_name, limit_note, parse_device, parse_reasons
 from neuronkit.events.event import CompileEvent
-from neuronkit.sources.sink import EventSink, say
-from neuronkit.sources.assemble import (FrameName, FunctionState, TracedParts, assemble, break_events,
-                                        name_frame)
+from neuronkit.sources.assemble import (
+    FrameName,
+    FunctionState,
+    TracedParts,
+    assemble,
+    break_events,
+    name_frame,
+)
 from neuronkit.sources.neuron import NEURON, awaits_build
+from neuronkit.sources.sink import EventSink, say
 from neuronkit.sources.starts import CompileStart, device_start
+from neuronkit.sources.torch_text import break_site, input_name, limit_note, parse_device, parse_reasons
 
 __all__ = ["TAP", "add_recompile_context"]
 

@@ -52,8 +52,8 @@ from typing import Any, Iterator
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from neuronkit.sources.sink import say
 from neuronkit.sources.neuron import KERNELS_FUNCTION
+from neuronkit.sources.sink import say
 
 __all__ = ["KernelForecast", "forecast_kernels", "reset_forecast", "counting", "checkpoint"]
 

@@ -27,8 +27,8 @@ import threading
 from collections import Counter
 from typing import Any, Callable, Protocol
 
-from neuronkit.setup.device import loaded_neuronx
 from neuronkit.events.event import CompileEvent
+from neuronkit.setup.device import loaded_neuronx
 from neuronkit.sources.sink import say
 
 __all__ = ["NEURON", "NeuronSource", "KERNELS_FUNCTION", "awaits_build", "op_of_key",

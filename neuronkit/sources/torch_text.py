@@ -14,7 +14,6 @@ told from its metrics alone when torch's warning is silenced (:func:`limit_failu
 from __future__ import annotations
 
 import functools
-
 import json
 import re
 from dataclasses import dataclass, field

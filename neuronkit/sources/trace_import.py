@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from neuronkit.sources.torch_logs import trace_file_rank, trace_record
-from neuronkit.sources.torch_text import break_site, input_name, parse_device, parse_reasons
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import in_start_order
 from neuronkit.events.schema import FORMAT, FORMAT_VERSION, explain_event
 from neuronkit.sources.assemble import FrameName, FunctionState, TracedParts, assemble, break_events
+from neuronkit.sources.torch_logs import trace_file_rank, trace_record
+from neuronkit.sources.torch_text import break_site, input_name, parse_device, parse_reasons
 
 __all__ = ["is_trace_folder", "read_torch_trace", "trace_files"]
 

@@ -35,16 +35,30 @@ from matplotlib.transforms import IdentityTransform
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import as_events
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.views.chart_data import (CELLS, LOG_SCALE_SPAN, MAX_POINTS, XLABELS, TimelineData,
-                                        check_axes, colours, graph_steps, mark_label, padded_limits,
-                                        positions, seconds_scale, thin, timeline_data)
-from neuronkit.views.chart_layout import (LIMIT_COLOUR, MARK_GREY, TITLE_FONT, KeyEntry,
-                                          LegendEntries, fit_layout, legend_label, plain_label)
+from neuronkit.views.chart_data import (
+    XLABELS,
+    TimelineData,
+    check_axes,
+    colours,
+    graph_steps,
+    mark_label,
+    padded_limits,
+    positions,
+    timeline_data,
+)
+from neuronkit.views.chart_layout import (
+    LIMIT_COLOUR,
+    MARK_GREY,
+    TITLE_FONT,
+    KeyEntry,
+    LegendEntries,
+    fit_layout,
+    legend_label,
+    plain_label,
+)
 
 __all__ = ["timeline", "graph_growth", "dashboard_chart", "png_bytes", "save_png", "PNG_SIGNATURE",
-           "Figure", "figure_axes", "plain_log_ticks", "scatter_points",
-           # where they were before chart_data.py
-           "CELLS", "LIMIT_COLOUR", "LOG_SCALE_SPAN", "MAX_POINTS", "seconds_scale", "thin"]
+           "Figure", "figure_axes", "plain_log_ticks", "scatter_points"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TICKS = 6  # the most tick labels an axis gets (each text costs as much to draw as ~500 marks)

@@ -26,15 +26,20 @@ from matplotlib import figure
 from matplotlib.artist import Artist
 
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.events.facts import as_events, compile_seconds, graphs, neff_seconds, shape_key, total_seconds
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.events.facts import (as_events, compile_seconds, graphs, neff_seconds, shape_key,
-                                    total_seconds)
-from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s a graph
 from neuronkit.views.chart_data import padded_limits, seconds_scale
-from neuronkit.views.chart_layout import (LIMIT_COLOUR, TITLE_FONT, LegendEntries, fit_layout, legend_label,
-                                          plain_label)
+from neuronkit.views.chart_layout import (
+    LIMIT_COLOUR,
+    TITLE_FONT,
+    LegendEntries,
+    fit_layout,
+    legend_label,
+    plain_label,
+)
 from neuronkit.views.charts import figure_axes, plain_log_ticks, scatter_points
 from neuronkit.views.safe import html_attr, html_text, terminal_safe
+from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s a graph
 
 __all__ = ["Comparison", "GraphCountChange", "RunTotals", "compare_chart", "compare_logs",
            "comparison_html", "comparison_text", "graphs_headline", "projected_seconds",

@@ -19,11 +19,12 @@ from neuronkit.events.event import KINDS
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry, heaviest
 from neuronkit.views.safe import html_attr, html_text
-from neuronkit.views.table import ARRIVAL, COLUMN_LABELS, TABLE_ROWS, EventTable
+from neuronkit.views.table import ARRIVAL, TABLE_ROWS, EventTable
+from neuronkit.views.table_cells import COLUMN_LABELS
 
 __all__ = ["chart_key_html", "events_table_html", "table_page_html", "graph_counts_html",
            "advice_html", "replay_note", "status_html", "escape", "kind_class", "STYLE",
-           "TABLE_ROWS", "KIND_CLASSES", "UNKNOWN_CLASS"]
+           "KIND_CLASSES", "UNKNOWN_CLASS"]
 
 # a row's CSS class: only these (from events.KINDS), never built from the event's text
 KIND_CLASSES = {kind: "nk-" + kind.replace("_", "-") for kind in KINDS}

@@ -10,8 +10,7 @@ from neuronkit.advice.diagnose import diagnose
 from neuronkit.advice.finding import SEVERITIES, Advice
 from neuronkit.events.event import GRAPH_KINDS, KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.views.report_facts import (DEFAULT_LIMIT, as_log, check_limit, header_field,
-                                          report_facts, shown)
+from neuronkit.views.report_facts import DEFAULT_LIMIT, as_log, check_limit, header_field, report_facts, shown
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "report_data"]
 

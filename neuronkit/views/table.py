@@ -14,12 +14,16 @@ from typing import Any, Iterable, Sequence
 from neuronkit.events.event import KINDS, CompileEvent
 from neuronkit.events.facts import as_events, function_labels
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.views.table_cells import (CELLS, COLUMN_LABELS, KIND_LABELS, NEURON_COLUMNS,
-                                         OPTIONAL_COLUMNS, as_text, is_number, reason_list)
-from neuronkit.views.table_export import advice_markdown, table_csv, table_markdown
+from neuronkit.views.table_cells import (
+    CELLS,
+    COLUMN_LABELS,
+    OPTIONAL_COLUMNS,
+    as_text,
+    is_number,
+    reason_list,
+)
 
-__all__ = ["ARRIVAL", "COLUMN_LABELS", "KIND_LABELS", "NEURON_COLUMNS", "SORT_COLUMNS", "TABLE_ROWS",
-           "EventTable", "advice_markdown", "sort_key", "table_csv", "table_markdown"]
+__all__ = ["ARRIVAL", "SORT_COLUMNS", "TABLE_ROWS", "EventTable", "sort_key"]
 
 TABLE_ROWS = 200            # rows per page; the table keeps every event
 ARRIVAL = "arrival"         # the order events came in (the default sort, newest first)

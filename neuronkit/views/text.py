@@ -21,15 +21,20 @@ from neuronkit.advice.finding import Advice
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.sources.torch_text import input_name, short_reason
-from neuronkit.views.report_facts import (DEFAULT_LIMIT, ReportFacts, as_log, check_limit,
-                                          header_field, rank_ranges, report_facts, shown)
-from neuronkit.views.report_json import REPORT_FORMAT, REPORT_VERSION, report_data
+from neuronkit.views.report_facts import (
+    DEFAULT_LIMIT,
+    ReportFacts,
+    as_log,
+    check_limit,
+    header_field,
+    rank_ranges,
+    report_facts,
+    shown,
+)
 from neuronkit.views.safe import terminal_safe
-from neuronkit.views.text_layout import WIDTH, Col, clean, cut, fit_label, fitted, table, wrap
+from neuronkit.views.text_layout import WIDTH, Col, clean, cut, fit_label, fitted, wrap
 
-__all__ = ["DEFAULT_LIMIT", "LIMIT_FLAG", "REPORT_FORMAT", "REPORT_VERSION", "WIDTH",
-           "format_advice", "format_events", "format_report", "format_summary", "report_data",
-           "table"]
+__all__ = ["LIMIT_FLAG", "format_advice", "format_events", "format_report", "format_summary"]
 
 LIMIT_FLAG = "!!"
 

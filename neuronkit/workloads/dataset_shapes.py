@@ -11,8 +11,14 @@ import numpy as np
 import torch
 from transformers import TrainingArguments
 
-from neuronkit.workloads.shape_audit import (batch_signature, describe_lengths, example_lengths,
-                                             padding_fix, pads_to_buckets, unpadded_examples_message)
+from neuronkit.workloads.shape_audit import (
+    batch_signature,
+    describe_lengths,
+    example_lengths,
+    padding_fix,
+    pads_to_buckets,
+    unpadded_examples_message,
+)
 from neuronkit.workloads.trainer_args import StaticShapeWarning
 
 __all__ = ["check_static_shapes", "padding_finding"]

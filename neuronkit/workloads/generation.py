@@ -19,19 +19,29 @@ from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import compile_seconds, graphs
 from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.setup.models import pad_token_id
-from neuronkit.workloads.generate_plan import (DEFAULT_BATCH_SIZE, GenerationPlan, PlannedBatch,
-                                               cache_length, check_truncate, plan_generation,
-                                               positive)
-from neuronkit.workloads.generate_settings import (CallSettings, call_settings, check_managed,
-                                                   check_prompts, check_recorder, max_positions,
-                                                   token_ids)
+from neuronkit.workloads.generate_plan import (
+    DEFAULT_BATCH_SIZE,
+    GenerationPlan,
+    PlannedBatch,
+    check_truncate,
+    plan_generation,
+    positive,
+)
+from neuronkit.workloads.generate_settings import (
+    CallSettings,
+    call_settings,
+    check_managed,
+    check_prompts,
+    check_recorder,
+    max_positions,
+    token_ids,
+)
 from neuronkit.workloads.progress import BatchProgress, BatchTiming, eta_s, new_shapes
-from neuronkit.workloads.recompile_limit import (LimitFit, call_limit, record_eager_batch,
-                                                 warn_if_no_room)
+from neuronkit.workloads.recompile_limit import LimitFit, call_limit, record_eager_batch, warn_if_no_room
 from neuronkit.workloads.shapes import Buckets
 from neuronkit.workloads.static_cache import bounded_static_cache
 
-__all__ = ["GenerationResult", "cache_length", "generate"]
+__all__ = ["GenerationResult", "generate"]
 
 
 @dataclass

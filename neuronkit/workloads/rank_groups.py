@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from neuronkit.events.event import GRAPH_KINDS
-from neuronkit.log.compile_log import CompileLog
 from neuronkit.events.facts import function_labels
+from neuronkit.log.compile_log import CompileLog
 
 __all__ = ["RankGroup", "rank_groups", "mesh_rank_groups", "fsdp_shard", "GroupCompiles",
            "group_compiles", "format_group_compiles", "graphs_text"]

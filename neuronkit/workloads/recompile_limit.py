@@ -17,8 +17,15 @@ from dataclasses import asdict, dataclass
 from types import CodeType
 from typing import Any, Iterator
 
-from neuronkit.setup.decode_graphs import (RecompileLimitWarning, compile_again, decode_code, held_graphs,
-                                           location_of, recompile_limits, room_left)
+from neuronkit.setup.decode_graphs import (
+    RecompileLimitWarning,
+    compile_again,
+    decode_code,
+    held_graphs,
+    location_of,
+    recompile_limits,
+    room_left,
+)
 
 __all__ = ["LEDGER", "DecodeLedger", "LimitFit", "call_limit", "eager_name", "fitted_limit",
            "record_eager_batch", "warn_if_no_room"]

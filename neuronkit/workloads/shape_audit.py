@@ -13,8 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
-
 __all__ = ["audit_shapes", "ShapeAudit", "batch_signature", "example_lengths", "padding_fix",
            "describe_lengths", "suggest_max_length", "unpadded_examples_message",
            "pads_to_buckets"]

@@ -30,11 +30,9 @@ from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.setup.process import default_rank
 from neuronkit.sources.torch_text import changed_dim, is_mode_change
 from neuronkit.workloads.dataset_shapes import check_static_shapes
-from neuronkit.workloads.trainer_args import (DYNAMIC_ENV, StaticShapeWarning, compile_note,
-                                              compiles_dynamic, fixed_shape_args, run_dynamic)
+from neuronkit.workloads.trainer_args import StaticShapeWarning, compile_note, run_dynamic
 
-__all__ = ["DYNAMIC_ENV", "CompileEventsCallback", "RecompileWarning", "StaticShapeWarning",
-           "check_static_shapes", "compiles_dynamic", "fixed_shape_args", "late_compile_message"]
+__all__ = ["CompileEventsCallback", "RecompileWarning", "late_compile_message"]
 
 
 class RecompileWarning(UserWarning):

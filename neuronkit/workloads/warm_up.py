@@ -21,8 +21,13 @@ from neuronkit.events.facts import compile_seconds, graphs
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.setup.device import loaded_neuronx
-from neuronkit.workloads.generate_plan import (MIN_NEW_TOKEN_ROOM, PlannedBatch, cache_length,
-                                               plan_generation, positive)
+from neuronkit.workloads.generate_plan import (
+    MIN_NEW_TOKEN_ROOM,
+    PlannedBatch,
+    cache_length,
+    plan_generation,
+    positive,
+)
 from neuronkit.workloads.generate_settings import max_positions
 from neuronkit.workloads.generation import generate
 from neuronkit.workloads.recompile_limit import fitted_limit

@@ -10,8 +10,15 @@ import ipywidgets as w
 from traitlets import link
 
 from neuronkit.apps.dashboard.compare_panel import ComparePanel
-from neuronkit.apps.dashboard.controls import (action_button, follow, hide_in_replay, options, row,
-                                               section, styled)
+from neuronkit.apps.dashboard.controls import (
+    action_button,
+    follow,
+    hide_in_replay,
+    options,
+    row,
+    section,
+    styled,
+)
 from neuronkit.apps.dashboard.inputs import DTYPES, PADDINGS, SWEEP_ORDERS
 from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.views.safe import html_text

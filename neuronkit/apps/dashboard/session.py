@@ -14,9 +14,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from traitlets import Bool, Enum, HasTraits, Instance, Int, List, Unicode
 
-from neuronkit.apps.dashboard.inputs import (CPU_BACKENDS, DEFAULT_BOUNDARIES, DEFAULT_PROMPT, DTYPES,
-                                             NO_COMPILE, PADDINGS, REPLAY_REASON, SWEEP_ORDERS,
-                                             parse_boundaries, sweep_lengths)
+from neuronkit.apps.dashboard.inputs import (
+    CPU_BACKENDS,
+    DEFAULT_BOUNDARIES,
+    DEFAULT_PROMPT,
+    DTYPES,
+    NO_COMPILE,
+    PADDINGS,
+    REPLAY_REASON,
+    SWEEP_ORDERS,
+    parse_boundaries,
+    sweep_lengths,
+)
 from neuronkit.apps.dashboard.status import StatusLine
 from neuronkit.apps.dashboard.worker import Worker
 from neuronkit.events.event import GRAPH_KINDS
@@ -24,8 +33,11 @@ from neuronkit.examples.text import text_of_tokens
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.setup.device import cpu_backend, detect
-from neuronkit.setup.models import check_placement, load_model, load_tokenizer, tiny_model
-from neuronkit.workloads.generation import GenerationResult, cache_length, generate
+from neuronkit.setup.models import load_model, load_tokenizer
+from neuronkit.setup.placement import check_placement
+from neuronkit.setup.tiny import tiny_model
+from neuronkit.workloads.generate_plan import cache_length
+from neuronkit.workloads.generation import GenerationResult, generate
 from neuronkit.workloads.progress import BatchProgress, eta_s
 from neuronkit.workloads.shapes import Buckets, plan_buckets
 

@@ -14,8 +14,9 @@ from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.chrome_trace import write_chrome_trace
 from neuronkit.views.html import table_page_html
 from neuronkit.views.safe import strip_control
-from neuronkit.views.table import (ARRIVAL, COLUMN_LABELS, SORT_COLUMNS, EventTable, advice_markdown,
-                                   table_csv, table_markdown)
+from neuronkit.views.table import ARRIVAL, SORT_COLUMNS, EventTable
+from neuronkit.views.table_cells import COLUMN_LABELS
+from neuronkit.views.table_export import advice_markdown, table_csv, table_markdown
 
 __all__ = ["TablePanel", "ALL"]
 

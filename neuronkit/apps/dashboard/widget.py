@@ -20,13 +20,19 @@ from typing import Any
 
 import ipywidgets as w
 
-from neuronkit.apps.dashboard.control_panels import (exports_row, generation_panel, model_panel,
-                                                     runs_panel)
+from neuronkit.apps.dashboard.control_panels import exports_row, generation_panel, model_panel, runs_panel
 from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.apps.dashboard.table_panel import TablePanel
-from neuronkit.apps.dashboard.view_panels import (advice_view, chart_view, compiles_panel,
-                                                  compiling_now, graph_counts_view, header,
-                                                  status_row, text_panel)
+from neuronkit.apps.dashboard.view_panels import (
+    advice_view,
+    chart_view,
+    compiles_panel,
+    compiling_now,
+    graph_counts_view,
+    header,
+    status_row,
+    text_panel,
+)
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.charts import dashboard_chart, png_bytes
 from neuronkit.views.html import chart_key_html, graph_counts_html
