@@ -158,3 +158,12 @@ def tok(tiny_model_path):
 
     return nk.load_tokenizer(tiny_model_path)
 
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No Neuron setting from the machine running the tests (helpers.env.NEURON_ENV)."""
+    from helpers.env import NEURON_ENV
+
+    for name in NEURON_ENV:
+        monkeypatch.delenv(name, raising=False)

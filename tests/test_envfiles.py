@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT
+
 LOCAL, BINDER = ROOT / "environment.yml", ROOT / "binder" / "environment.yml"
 CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 PYPROJECT = (ROOT / "pyproject.toml").read_text()  # read with re: tomllib needs Python 3.11

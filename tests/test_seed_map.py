@@ -4,12 +4,12 @@ rows must cover every code line of the page's examples."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 README = (ROOT / "README.md").read_text()
 # the page's code, line by line (its Python blocks and its shell command)
 PAGE_LINES = [

@@ -10,6 +10,7 @@ import torch
 from transformers import DataCollatorForLanguageModeling, Trainer
 
 import neuronkit as nk
+from helpers.texts import TEXTS, ragged
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.workloads.collate import FixedLengthCollator
 from neuronkit.workloads.dataset_shapes import check_static_shapes
@@ -37,11 +38,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tok(tiny_model_path):
-    return nk.load_tokenizer(tiny_model_path)
 
 
 def words(n: int) -> str:
@@ -118,18 +114,9 @@ def test_check_static_shapes_names_the_partial_batch(tmp_path):
 
 # ---- check_static_shapes: examples tokenized without padding="max_length" ------------------
 
-TEXTS = ["Trainium compiles a graph.", "Short batches.",
-         "Every new input shape is a new graph to compile.",
-         "A batch padded to its own longest sentence has its own length, and so its own shape."]
-
-
 @pytest.fixture
 def strict_args(tmp_path):
     return fixed_shape_args(str(tmp_path), per_device_train_batch_size=2, quiet=True)
-
-
-def ragged(tok) -> list[dict]:
-    return [{"input_ids": ids} for ids in tok(TEXTS)["input_ids"]]
 
 
 def lengths_of(data) -> tuple[int, int, int]:

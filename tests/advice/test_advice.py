@@ -5,18 +5,11 @@ import warnings
 
 import pytest
 
+from helpers.logs import make_log
 from neuronkit.advice.diagnose import diagnose
 from neuronkit.advice.finding import Advice
 from neuronkit.events.event import CompileEvent
 from neuronkit.log.compile_log import CompileLog
-
-
-def make_log(events: list[CompileEvent], wall: float | None = None) -> CompileLog:
-    log = CompileLog()
-    for e in events:
-        log.append(e)  # sets seq
-    log.wall_time_s = wall
-    return log
 
 
 def graphs(function: str, shapes: list[dict], start: float = 100.0, step: float = 1.0,

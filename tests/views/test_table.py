@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from _html import parse
+from helpers.html import parse
 from neuronkit.advice.finding import Advice
 from neuronkit.events.event import KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog

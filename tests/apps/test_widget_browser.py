@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import _browser
-from _browser import (
+from helpers import browser as _browser
+from helpers.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     KERNEL_PID_FILE,
@@ -26,8 +26,8 @@ from _browser import (
     voila,
     write_notebook,
 )
+from helpers.paths import SAMPLE_LOG
 
-SAMPLE_LOG = Path(__file__).resolve().parents[1] / "notebooks" / "data" / "sample_compile_log.jsonl"
 WAIT_MS = 90_000          # one bounded wait: a page run, a model load, a compile on a busy CPU
 
 def screenshot(page, path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import neuronkit as nk
+from helpers.texts import TEXTS, ragged
 from neuronkit.workloads.shapes import plan_cost
 
 # ---- Buckets ---------------------------------------------------------------------------------
@@ -244,16 +245,6 @@ def test_audit_bad_input():
 
 
 # ---- tokenized examples: padding="max_length" or not ---------------------------------------
-
-TEXTS = ["Trainium compiles a graph.", "Short batches.",
-         "Every new input shape is a new graph to compile.",
-         "A batch padded to its own longest sentence has its own length, and so its own shape."]
-
-
-def ragged(tok) -> list[dict]:
-    """The texts tokenized the usual way, tokenizer(texts): one length per text."""
-    return [{"input_ids": ids} for ids in tok(TEXTS)["input_ids"]]
-
 
 def padded_to(n: int) -> int:
     return -(-n // 8) * 8

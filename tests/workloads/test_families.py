@@ -21,11 +21,6 @@ PROMPTS = ["the cat", "the cat sat on a mat while rain fell", "quiet hills and r
            "a mat", "rain fell over quiet hills and the cat sat on a mat while rivers ran"]
 
 
-@pytest.fixture(scope="module")
-def tok(tiny_model_path):
-    return nk.load_tokenizer(tiny_model_path)
-
-
 def plain_greedy(model, tok, prompt, max_new_tokens):
     enc = tok(prompt, return_tensors="pt")
     with torch.no_grad():

@@ -15,14 +15,6 @@ GRAPH_EXT = "_trn2_2_O2_--model-type_transformer_--auto-cast-none"
 EAGER_EXT = "_trn2_2_O1_--model-type_transformer_--auto-cast-none"
 
 
-@pytest.fixture
-def clean_env(monkeypatch):
-    for name in ("NEURON_CC_FLAGS", "NEURON_COMPILER_OPT_LEVEL", "NEURON_LOGICAL_NC_CONFIG",
-                 "NEURON_LAUNCH_BLOCKING", "TORCH_NEURONX_METRICS_ENABLED",
-                 "TORCH_NEURONX_NEFF_DISABLE_CACHE", "NEURON_FALLBACK_ENABLED"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def test_install_is_complete_and_leaves_no_trace(clean_env):
     from torch._dynamo.backends import registry
 

@@ -178,13 +178,6 @@ def test_stop_ends_what_is_still_open():
 
 # ---- the NEFF build on native Neuron, through the contract fake ---------------------------
 
-@pytest.fixture
-def clean_env(monkeypatch):
-    for name in ("NEURON_CC_FLAGS", "NEURON_COMPILER_OPT_LEVEL", "NEURON_LAUNCH_BLOCKING",
-                 "TORCH_NEURONX_METRICS_ENABLED", "TORCH_NEURONX_NEFF_DISABLE_CACHE"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def neuron_compiled():
     return torch.compile(lambda x: (x * 2).sum(), backend="neuron", dynamic=False)
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import neuronkit as nk
+from helpers.compiling import counting_backend
 from neuronkit.workloads.generate_plan import PlannedGraph, cache_length, plan_generation
 from neuronkit.workloads.generate_settings import compile_kwargs as _compile_kwargs
 
@@ -22,17 +23,6 @@ def make_prompts(tok, n, seed, lo=1, hi=30):
 
 def n_tokens(tok, prompt):
     return len(tok(prompt)["input_ids"])
-
-
-def counting_backend():
-    """An eager backend that counts the graphs really compiled (a plain function, because
-    transformers deep-copies the CompileConfig and with it any backend object)."""
-    def counting_eager(gm, example_inputs):
-        counting_eager.graphs += 1
-        return gm.forward
-
-    counting_eager.graphs = 0
-    return counting_eager
 
 
 # ---- correctness and shapes ------------------------------------------------------------------

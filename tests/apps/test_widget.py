@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import SAMPLE_LOG
 from neuronkit.apps.dashboard.inputs import parse_boundaries, sweep_lengths
 from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.events.event import CompileEvent
@@ -19,8 +20,6 @@ from neuronkit.views.charts import PNG_SIGNATURE
 from neuronkit.views.html import events_table_html
 from neuronkit.views.table import TABLE_ROWS
 from neuronkit.widget import RecompileDashboard
-
-SAMPLE_LOG = Path(__file__).resolve().parents[1] / "notebooks" / "data" / "sample_compile_log.jsonl"
 
 
 def table_rows(html: str) -> list[str]:

@@ -14,13 +14,6 @@ from neuronkit.events.facts import neff_seconds, total_seconds
 from neuronkit.log.compile_log import CompileLog
 
 
-@pytest.fixture
-def clean_env(monkeypatch):
-    for name in ("NEURON_CC_FLAGS", "NEURON_COMPILER_OPT_LEVEL", "NEURON_LAUNCH_BLOCKING",
-                 "TORCH_NEURONX_METRICS_ENABLED", "TORCH_NEURONX_NEFF_DISABLE_CACHE"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def compiled(fn=None):
     return torch.compile(fn or (lambda x: (x * 2).sum()), backend="neuron", dynamic=False)
 

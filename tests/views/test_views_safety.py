@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import ipywidgets as w
 import pytest
 
-from _html import Tags, parse
+from helpers.html import Tags, parse
 from neuronkit.advice.finding import Advice
 from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.events.event import KINDS, CompileEvent

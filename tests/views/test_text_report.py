@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from helpers.logs import make_log
 from neuronkit.advice.diagnose import diagnose
 from neuronkit.advice.finding import Advice
 from neuronkit.events.event import CompileEvent
@@ -34,14 +35,6 @@ def known_events(t0: float = 1000.0) -> list[CompileEvent]:
                      kind="limit_hit", changed="input_ids dim 1: 33 -> 90",
                      reasons=["torch._dynamo hit config.recompile_limit (3)"], **common),
     ]
-
-
-def make_log(events: list[CompileEvent], wall: float | None = None) -> CompileLog:
-    log = CompileLog()
-    for e in events:
-        log.append(e)
-    log.wall_time_s = wall
-    return log
 
 
 def cells(line: str) -> list[str]:

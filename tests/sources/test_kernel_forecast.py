@@ -9,6 +9,7 @@ import torch
 from torch._dynamo.utils import counters
 
 import neuronkit as nk
+from helpers.compiling import counting_backend
 from neuronkit.sources.kernel_forecast import KernelForecast, forecast_kernels, reset_forecast
 from neuronkit.sources.neuron import KERNELS_FUNCTION
 
@@ -25,15 +26,6 @@ def fresh_forecast():
 
 def recorder(**kw):
     return nk.CompileRecorder(device="cpu", backend="eager", **kw)
-
-
-def counting_backend():
-    def counting_eager(gm, example_inputs):
-        counting_eager.graphs += 1
-        return gm.forward
-
-    counting_eager.graphs = 0
-    return counting_eager
 
 
 # ---- the key ---------------------------------------------------------------------------------

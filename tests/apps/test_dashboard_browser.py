@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from _browser import (
+from helpers.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     KERNEL_PID_FILE,

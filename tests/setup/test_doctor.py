@@ -9,14 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers.paths import ROOT
 from neuron_fake import installed_fake
 from neuronkit.setup import doctor_native, neuron_stack
 from neuronkit.setup.doctor import doctor_report
 from neuronkit.setup.doctor_native import ACCELERATE_NEURON, TRANSFORMERS_NEURON, missing_features
-
-NATIVE_ENV = ("NEURON_LAUNCH_BLOCKING", "TORCH_NEURONX_METRICS_ENABLED", "NEURON_CC_FLAGS",
-              "TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE",
-              neuron_stack.INSTANCE_ENV)
 
 
 def _row(text: str, label: str) -> str:
@@ -32,9 +29,9 @@ def _check(text: str, name: str) -> str:
 
 
 @pytest.fixture
-def clean_env(monkeypatch, tmp_path):
-    for var in ("NEURONKIT_CPU_BACKEND", "TORCH_COMPILE_DISABLE", "TORCHDYNAMO_DISABLE",
-                "NEURON_COMPILE_CACHE_URL", *NATIVE_ENV):
+def clean_env(clean_env, monkeypatch, tmp_path):
+    """The shared clean_env (no Neuron settings), no compile switches, caches not made yet."""
+    for var in ("NEURONKIT_CPU_BACKEND", "TORCH_COMPILE_DISABLE", "TORCHDYNAMO_DISABLE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NEURON_CC_FLAGS", f"--cache_dir={tmp_path / 'no-cache-yet'}")
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "no-neffs-yet"))
@@ -45,7 +42,7 @@ def clean_env(monkeypatch, tmp_path):
 @pytest.fixture
 def native_env(clean_env, monkeypatch, tmp_path):
     """clean_env without NEURON_CC_FLAGS and the native variables; the cache folder is passed."""
-    for var in NATIVE_ENV:
+    for var in ("NEURON_CC_FLAGS", "TORCH_NEURONX_NEFF_CACHE_DIR"):  # the two clean_env set
         monkeypatch.delenv(var, raising=False)
     return tmp_path / "neff-cache"
 
@@ -321,7 +318,7 @@ def test_missing_or_unreadable_library_versions(clean_env, no_neuron, monkeypatc
 
 def test_pyproject_lower_bounds_are_the_versions_the_doctor_needs():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    pyproject = ROOT / "pyproject.toml"
     deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
     assert f"transformers>={TRANSFORMERS_NEURON[-1][0]},<6" in deps
     assert f"accelerate>={ACCELERATE_NEURON[-1][0]}" in deps
