@@ -60,3 +60,28 @@ def test_layers_contract_is_kept_and_counts_every_import():
     done = subprocess.run([str(Path(sys.executable).with_name("lint-imports"))], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def layout_bullets() -> dict[str, str]:
+    """README's Layout: each bullet's first word (``setup/``, ``apps/dashboard/``, ``top level``)
+    -> the bullet's text."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- layout -->", 1)[1].split("<!-- /layout -->", 1)[0]
+    bullets = {}
+    for item in re.split(r"\n- ", "\n" + block.strip()):
+        if item.strip():
+            head, _, body = item.partition(" — ")
+            bullets[head.strip().strip("`")] = body
+    return bullets
+
+
+def test_readme_layout_names_every_folder_and_module_as_they_are():
+    bullets = layout_bullets()
+    folders = {f"{f.relative_to(PACKAGE).as_posix()}/": f for f in PACKAGE.rglob("__init__.py")
+               for f in [f.parent] if f != PACKAGE}
+    assert set(bullets) == {"top level", *folders}
+    for head, body in bullets.items():
+        where = PACKAGE if head == "top level" else folders[head]
+        named = set(re.findall(r"`([\w]+\.py)`", body))
+        present = {p.name for p in where.glob("*.py")} - ({"__init__.py"} if where != PACKAGE else set())
+        assert named == present, f"README Layout {head}: missing {present - named}, stale {named - present}"

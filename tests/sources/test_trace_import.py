@@ -14,7 +14,7 @@ import pytest
 from neuronkit.apps.cli import main
 from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.sources.trace_import import is_trace_folder, read_torch_trace
+from neuronkit.sources.trace_import import is_trace_folder
 
 # first compile, a recompile on a new shape, a new rank, a graph break, a recompile-limit hit;
 # a live recorder in the same process saves what it saw to argv[1]
@@ -101,7 +101,7 @@ def test_the_compile_ids_are_those_tlparse_finds(traced, tmp_path):
     directory = json.loads((out / "compile_directory.json").read_text())
     # "[1/0_1]": attempt 1 of compile 1/0 (restarted at a graph break); "[-/-]": no compile
     theirs = {key.strip("[]").partition("_")[0] for key in directory} - {"-/-"}
-    assert {e.compile_id for e in read_torch_trace(folder).events} == theirs
+    assert {e.compile_id for e in CompileLog.from_torch_trace(folder).events} == theirs
 
 
 @pytest.mark.slow
