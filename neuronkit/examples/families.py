@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from neuronkit.setup.models import pad_token_id
+
 __all__ = ["FAMILIES", "SLIDING", "family_config", "tiny_family"]
 
 FAMILIES: tuple[str, ...] = ("llama", "qwen3", "phi3", "mistral", "gemma3")
@@ -43,8 +45,6 @@ def tiny_family(family: str, tokenizer: Any, *, seed: int = 0, sliding_window: i
     """A seeded random-weight ``family`` causal LM (float32, eval mode) for ``tokenizer``."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
-
-    from neuronkit.setup.models import pad_token_id
 
     pad_id, eos_id = pad_token_id(tokenizer), tokenizer.eos_token_id
     config = family_config(family, len(tokenizer), pad_id, eos_id, sliding_window)

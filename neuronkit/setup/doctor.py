@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+from neuronkit._version import __version__
 from neuronkit.setup.cache import inspect_cache
 from neuronkit.setup.cache_report import CacheReport
 from neuronkit.setup.device import CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, STACK_NAMES, DeviceReport, detect
@@ -112,8 +113,6 @@ def _table(title: str, rows: list[tuple[str, str]]) -> list[str]:
 
 def doctor_report(cache_dir: str | os.PathLike | None = None) -> str:
     """One readable report of what neuronkit found and will use, and the traps it checked."""
-    from neuronkit._version import __version__
-
     report, backend_check = _detect()
     versions = dict(report.versions)
     versions.update({"accelerate": package_version("accelerate"),

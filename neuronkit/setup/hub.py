@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from neuronkit.setup.tiny import tiny_model
+
 __all__ = ["ModelChoice", "hub_reachable", "model_or_tiny"]
 
 OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -57,8 +59,6 @@ def model_or_tiny(name: str | os.PathLike[str], timeout: float = 3.0) -> ModelCh
                            f"using the local folder {Path(text).name!r}")
     if hub_reachable(timeout):
         return ModelChoice(text, "Hugging Face Hub", f"using {text!r} from the Hugging Face Hub")
-    from neuronkit.setup.tiny import tiny_model
-
     return ModelChoice(str(tiny_model()), "embedded tiny model",
                        f"the Hugging Face Hub is not reachable from here, so {text!r} cannot be "
                        "downloaded: using the embedded tiny Qwen3 instead (same code path; "

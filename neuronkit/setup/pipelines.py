@@ -7,6 +7,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from neuronkit.setup.device import resolve_device
+
 __all__ = ["pipeline"]
 
 
@@ -18,8 +20,6 @@ def pipeline(task: str, model: Any = None, **kw):
     (which does not see Neuron) is replaced by that explicit device, with a warning.
     """
     import transformers
-
-    from neuronkit.setup.device import resolve_device
 
     requested = kw.pop("device", None)
     device_map = kw.pop("device_map", None)

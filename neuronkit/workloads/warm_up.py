@@ -163,8 +163,6 @@ def _fill_cache_keys(steps: list[tuple[dict[str, Any], list[CompileEvent]]]) -> 
     """Set each step's ``cache_keys`` from ``torch_neuronx.get_dynamo_metrics()`` (one
     synchronize, after the warm-up's last safe point), where its events name their metric
     entries; nothing off Neuron. Entries of an older table (reset since) stay unknown."""
-    from neuronkit.setup.device import loaded_neuronx
-
     getter = getattr(loaded_neuronx(), "get_dynamo_metrics", None)
     spans = [e.metrics["neuron_graphs"] for _, events in steps for e in events
              if isinstance(e.metrics.get("neuron_graphs"), list)]
