@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
-from neuronkit.views.safe import terminal_safe
+from neuronkit.safe import terminal_safe
 
 if TYPE_CHECKING:
     from neuronkit.log.compile_log import CompileLog

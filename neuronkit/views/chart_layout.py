@@ -19,7 +19,7 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 from neuronkit.events.facts import short_label
-from neuronkit.views.safe import strip_control
+from neuronkit.safe import strip_control
 
 __all__ = ["KeyEntry", "LegendEntries", "fit_layout", "heaviest", "legend_label", "plain_label",
            "KEY_COLOURS", "LABEL_CHARS", "LEGEND_FONT", "LIMIT_COLOUR", "MARK_GREY", "PALETTE",

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import as_events, function_labels
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.views.safe import strip_control
+from neuronkit.safe import strip_control
 
 __all__ = ["write_chrome_trace"]
 

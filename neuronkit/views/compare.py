@@ -28,6 +28,7 @@ from matplotlib.artist import Artist
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import as_events, compile_seconds, graphs, neff_seconds, shape_key, total_seconds
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.safe import html_attr, html_text, terminal_safe
 from neuronkit.views.chart_data import padded_limits, seconds_scale
 from neuronkit.views.chart_layout import (
     LIMIT_COLOUR,
@@ -38,7 +39,6 @@ from neuronkit.views.chart_layout import (
     plain_label,
 )
 from neuronkit.views.charts import figure_axes, plain_log_ticks, scatter_points
-from neuronkit.views.safe import html_attr, html_text, terminal_safe
 from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s a graph
 
 __all__ = ["Comparison", "GraphCountChange", "RunTotals", "compare_chart", "compare_logs",

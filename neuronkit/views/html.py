@@ -2,8 +2,8 @@
 
 Pure functions from a log (or findings) to an HTML string. A log is untrusted input (it may come
 from another machine or person, or be built in memory with any values), so every value that
-reaches the HTML is either escaped for its position (:func:`~neuronkit.views.safe.html_text`,
-:func:`~neuronkit.views.safe.html_attr`) or mapped to a known value: a row's CSS class comes only
+reaches the HTML is either escaped for its position (:func:`~neuronkit.safe.html_text`,
+:func:`~neuronkit.safe.html_attr`) or mapped to a known value: a row's CSS class comes only
 from :data:`KIND_CLASSES` (anything else: ``nk-unknown``), a severity or status class only from
 the fixed sets, numbers are formatted as numbers. The widget shows them; they need no widget to
 test or reuse.
@@ -17,8 +17,8 @@ from typing import Any, Iterable
 
 from neuronkit.events.event import KINDS
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.safe import html_attr, html_text
 from neuronkit.views.chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry, heaviest
-from neuronkit.views.safe import html_attr, html_text
 from neuronkit.views.table import ARRIVAL, TABLE_ROWS, EventTable
 from neuronkit.views.table_cells import COLUMN_LABELS
 
@@ -76,7 +76,7 @@ STYLE = """<style>
 
 def escape(value: Any) -> str:
     """``value`` as text safe inside HTML elements and quoted attributes (one line there: use
-    :func:`~neuronkit.views.safe.html_attr` for attributes). Never for class names or ids."""
+    :func:`~neuronkit.safe.html_attr` for attributes). Never for class names or ids."""
     return html_text(value)
 
 

@@ -9,7 +9,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from neuronkit.advice.finding import SEVERITIES
-from neuronkit.views.safe import spreadsheet_safe, strip_control
+from neuronkit.safe import spreadsheet_safe, strip_control
 from neuronkit.views.table_cells import COLUMN_LABELS
 
 __all__ = ["advice_markdown", "markdown_text", "table_csv", "table_markdown"]

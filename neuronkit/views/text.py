@@ -20,6 +20,7 @@ from neuronkit.advice.diagnose import diagnose
 from neuronkit.advice.finding import Advice
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.safe import terminal_safe
 from neuronkit.sources.torch_text import input_name, short_reason
 from neuronkit.views.report_facts import (
     DEFAULT_LIMIT,
@@ -31,7 +32,6 @@ from neuronkit.views.report_facts import (
     report_facts,
     shown,
 )
-from neuronkit.views.safe import terminal_safe
 from neuronkit.views.text_layout import WIDTH, Col, clean, cut, fit_label, fitted, wrap
 
 __all__ = ["LIMIT_FLAG", "format_advice", "format_events", "format_report", "format_summary"]

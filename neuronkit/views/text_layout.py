@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from neuronkit.events.facts import short_label
-from neuronkit.views.safe import terminal_safe
+from neuronkit.safe import terminal_safe
 
 __all__ = ["WIDTH", "Col", "Cut", "clean", "cut", "fit_label", "fitted", "table", "wrap"]
 

@@ -12,11 +12,11 @@ from helpers.html import parse
 from neuronkit.advice.finding import Advice
 from neuronkit.events.event import KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.safe import html_text
 from neuronkit.views import html as html_module
 from neuronkit.views import table as table_module
 from neuronkit.views import table_cells
 from neuronkit.views.html import KIND_CLASSES, UNKNOWN_CLASS, events_table_html, table_page_html
-from neuronkit.views.safe import html_text
 from neuronkit.views.table import ARRIVAL, SORT_COLUMNS, TABLE_ROWS, EventTable
 from neuronkit.views.table_cells import NEURON_COLUMNS
 from neuronkit.views.table_export import advice_markdown, table_csv, table_markdown

@@ -22,6 +22,7 @@ from neuronkit.advice.finding import Advice
 from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.events.event import KINDS, CompileEvent
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.safe import html_attr, html_text, spreadsheet_safe, strip_control, terminal_safe
 from neuronkit.views import html as views_html
 from neuronkit.views.chart_layout import KeyEntry
 from neuronkit.views.chrome_trace import write_chrome_trace
@@ -34,7 +35,6 @@ from neuronkit.views.html import (
     replay_note,
     status_html,
 )
-from neuronkit.views.safe import html_attr, html_text, spreadsheet_safe, strip_control, terminal_safe
 from neuronkit.widget import RecompileDashboard
 
 IMG = '"><img src=x onerror=alert(1)>'

@@ -21,7 +21,7 @@ from neuronkit.apps.dashboard.controls import (
 )
 from neuronkit.apps.dashboard.inputs import DTYPES, PADDINGS, SWEEP_ORDERS
 from neuronkit.apps.dashboard.state import DashboardState
-from neuronkit.views.safe import html_text
+from neuronkit.safe import html_text
 
 __all__ = ["model_panel", "generation_panel", "runs_panel", "exports_row", "LABEL",
            "PADDING_LABELS", "LOAD_TIP", "GENERATE_TIP", "UPLOAD_ACCEPT"]

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import ipywidgets as w
 
 from neuronkit.apps.dashboard.state import DashboardState
-from neuronkit.views.safe import html_text, strip_control
+from neuronkit.safe import html_text, strip_control
 
 __all__ = ["styled", "options", "section", "row", "action_button", "follow", "hide_in_replay",
            "OPTION_WIDTH"]

@@ -5,7 +5,7 @@ import base64
 import os
 from pathlib import Path
 
-from neuronkit.views.safe import html_attr, html_text
+from neuronkit.safe import html_attr, html_text
 
 __all__ = ["export_target", "download_link"]
 

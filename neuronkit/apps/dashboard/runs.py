@@ -18,8 +18,8 @@ from traitlets import HasTraits, List, Unicode
 from neuronkit.events.schema import LogFormatError
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.open import open_log
+from neuronkit.safe import strip_control
 from neuronkit.views.compare import Comparison, compare_logs
-from neuronkit.views.safe import strip_control
 
 __all__ = ["Runs", "run_name", "snapshot", "read_uploads", "NAME_WIDTH", "MAX_UPLOAD_BYTES"]
 

@@ -11,9 +11,9 @@ import ipywidgets as w
 from neuronkit.apps.dashboard.controls import row, styled
 from neuronkit.apps.dashboard.exports import download_link
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.safe import strip_control
 from neuronkit.views.chrome_trace import write_chrome_trace
 from neuronkit.views.html import table_page_html
-from neuronkit.views.safe import strip_control
 from neuronkit.views.table import ARRIVAL, SORT_COLUMNS, EventTable
 from neuronkit.views.table_cells import COLUMN_LABELS
 from neuronkit.views.table_export import advice_markdown, table_csv, table_markdown

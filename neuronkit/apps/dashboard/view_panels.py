@@ -11,8 +11,8 @@ import ipywidgets as w
 
 from neuronkit.apps.dashboard.controls import action_button, follow, hide_in_replay, row, section, styled
 from neuronkit.apps.dashboard.state import DashboardState
+from neuronkit.safe import html_text
 from neuronkit.views.html import STYLE, advice_html, replay_note, status_html
-from neuronkit.views.safe import html_text
 
 __all__ = ["header", "status_row", "compiling_now", "compiling_html", "clock", "chart_view",
            "graph_counts_view", "advice_view", "compiles_panel", "text_panel", "PHASE_WORDS"]

@@ -34,9 +34,9 @@ from neuronkit.apps.dashboard.view_panels import (
     text_panel,
 )
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.safe import strip_control
 from neuronkit.views.charts import dashboard_chart, png_bytes
 from neuronkit.views.html import chart_key_html, graph_counts_html
-from neuronkit.views.safe import strip_control
 
 __all__ = ["RecompileDashboard", "CHART_EVERY_S"]
 

@@ -1,10 +1,10 @@
-"""Output escaping for values that may come from an untrusted compile log.
+"""Output escaping for values that may be hostile: a compile log's fields, file names, the
+environment. Below every layer (it imports nothing), so any text that leaves the package toward a
+terminal, a page or a spreadsheet can pass through one of these at the point it is written out.
 
-A compile log travels between machines and people, and every field of a
-replayed :class:`~neuronkit.events.event.CompileEvent` (kind, function, reasons,
-context, header fields such as description or device) may be crafted.  The
-views never trust these values; they pass them through one of these helpers
-at the point where they are written out:
+A compile log travels between machines and people, and every field of a replayed
+:class:`~neuronkit.events.event.CompileEvent` (kind, function, reasons, context, header fields
+such as description or device) may be crafted:
 
 - :func:`html_text` / :func:`html_attr` -- HTML text and attribute values;
 - :func:`terminal_safe` -- text written to a terminal (no ANSI escapes, no
