@@ -39,6 +39,9 @@ DEFAULT_LOCK_TIMEOUT_S = 1200
 _HEX2 = re.compile(r"[0-9a-f]{2}")
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+# the writers' temp names exactly: C++ mkstemp(".tmp.XXXXXX"), Python NamedTemporaryFile(suffix=".tmp")
+_CPP_TEMP = re.compile(r"\.tmp\.[A-Za-z0-9]{6}")
+_PYTHON_TEMP = re.compile(r"tmp[a-z0-9_]{8}\.tmp")
 
 __all__ = ["CACHE_DIR_ENV", "DISABLE_ENV", "LOCAL_DIR_ENV", "LOCK_TIMEOUT_ENV", "NATIVE_CACHE_DIR",
            "NATIVE_LOCAL_DIR", "CacheFile", "LockFile", "NativeCache", "cache_switch", "file_beneath",
@@ -198,12 +201,12 @@ def _classify(root: Path, rel: tuple[str, ...], st: os.stat_result) -> tuple[str
         if rel[2].endswith(".neff") and _HEX32.fullmatch(key) and key[:2] == rel[0] \
                 and key[2:4] == rel[1]:
             return "neff", CacheFile(path, "cpp", st.st_size, st.st_mtime, key)
-        if rel[2].startswith(".tmp."):
+        if _CPP_TEMP.fullmatch(rel[2]):
             return "temp", CacheFile(path, "cpp", st.st_size, st.st_mtime)
     if len(rel) == 2 and _HEX64.fullmatch(rel[0]):
         if rel[1] == f"{rel[0]}.neff":
             return "neff", CacheFile(path, "python", st.st_size, st.st_mtime, rel[0])
-        if rel[1].startswith("tmp") and rel[1].endswith(".tmp"):
+        if _PYTHON_TEMP.fullmatch(rel[1]):
             return "temp", CacheFile(path, "python", st.st_size, st.st_mtime, rel[0])
     return "other", CacheFile(path, "", st.st_size, st.st_mtime)
 

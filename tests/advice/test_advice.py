@@ -583,3 +583,13 @@ def test_a_memo_analyses_again_only_the_function_whose_events_changed(monkeypatc
                             reasons=["RuntimeError: boom"]))
     diagnose(log, memo=memo)
     assert sorted(seen) == ["forward", "loss", "step"]
+
+
+def test_a_varying_1d_input_is_a_length_not_the_batch_size():
+    """Dim 0 of a 1-D input is its length: bucket advice, not "the batch size (dim 0)"."""
+    lengths = [12, 40, 33, 100]
+    advices = diagnose(graphs("forward", [{"x": [n]} for n in lengths]))
+    a = find(advices, "x dim 0")
+    assert a.numbers["values"] == sorted(lengths) and a.numbers["buckets"]
+    assert "buckets" in a.fix
+    assert not any("batch" in x.title.lower() for x in advices)

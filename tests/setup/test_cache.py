@@ -455,6 +455,27 @@ def test_unknown_files_are_counted_and_left_alone(native):
     assert stray.exists()
 
 
+def test_unknown_files_in_shard_folders_survive_prune(native):
+    """Only the writers' exact temp names are leftovers (``.tmp.XXXXXX``, ``tmpXXXXXXXX.tmp``):
+    a file of the user's in a shard folder, even one that looks like them, is never removed."""
+    cpp_shard = native.made["native"][0].parent          # ab/cd/
+    python_shard = native.made["python"][0].parent       # <sha256>/
+    two_days_ago = time.time() - 2 * 86400
+    strays = [cpp_shard / "notes.tmp", cpp_shard / ".tmp.notes-kept", cpp_shard / ".tmp.ab",
+              python_shard / "tmp-readme", python_shard / "tmp-readme.tmp",
+              python_shard / "tmpabc.tmp"]
+    for stray in strays:
+        stray.write_text("mine")
+        os.utime(stray, (two_days_ago, two_days_ago))
+    assert set(nk.inspect_cache(native.cache_dir).native.other) == set(strays)
+    result = prune_cache(native.cache_dir, dry_run=False)
+    assert all(stray.read_text() == "mine" for stray in strays)
+    assert set(result.removed) == set(native.made["tmp"] + native.made["zero"]
+                                      + native.made["locks"][-1:])
+    assert main(["cache", str(native.cache_dir), "--prune", "--yes"]) == 0
+    assert all(stray.exists() for stray in strays)
+
+
 def test_layout_is_read_from_the_folder(native, neuron_cache):
     assert nk.inspect_cache(neuron_cache).layout == "legacy"
     assert nk.inspect_cache(neuron_cache / "neuronxcc-2.15.128.0").layout == "legacy"

@@ -48,16 +48,44 @@ COMPARED = ("compile_id", "kind", "function", "location", "input_shapes", "chang
             "graph_count", "device", "duration_s", "started_at")
 
 
-@pytest.fixture(scope="module")
-def traced(tmp_path_factory) -> tuple[Path, CompileLog]:
-    """A folder of torch trace files from one run of WORKLOAD, and the live recorder's log."""
-    root = tmp_path_factory.mktemp("traced")
+# a module with a registered buffer (a rotary inv_freq) and parameters: none of them is an input
+BUFFERED = textwrap.dedent("""
+    import sys
+    import torch
+    import neuronkit as nk
+
+    class Rotary(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            inv_freq = 1.0 / 10000 ** (torch.arange(0, 8, 2) / 8)
+            self.register_buffer("inv_freq", inv_freq, persistent=False)
+            self.proj = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            freqs = torch.arange(x.shape[1])[:, None] * self.inv_freq
+            return self.proj(x) + torch.cat([freqs.cos(), freqs.sin()], -1)
+
+    with nk.CompileRecorder(quiet=True) as recorder:
+        model = torch.compile(Rotary(), backend="eager", dynamic=False)
+        model(torch.ones(2, 5, 8)); model(torch.ones(2, 7, 8))
+    recorder.log.save(sys.argv[1])
+""")
+
+
+def _run_traced(workload: str, root: Path) -> tuple[Path, CompileLog]:
+    """Run ``workload`` under TORCH_TRACE: its trace folder and the live recorder's log."""
     folder, live = root / "trace", root / "live.jsonl"
     env = {**os.environ, "TORCH_TRACE": str(folder)}
-    proc = subprocess.run([sys.executable, "-c", WORKLOAD, str(live)], env=env, timeout=300,
+    proc = subprocess.run([sys.executable, "-c", workload, str(live)], env=env, timeout=300,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return folder, CompileLog.load(live)
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory) -> tuple[Path, CompileLog]:
+    """A folder of torch trace files from one run of WORKLOAD, and the live recorder's log."""
+    return _run_traced(WORKLOAD, tmp_path_factory.mktemp("traced"))
 
 
 def _rows(log: CompileLog) -> list[dict]:
@@ -79,6 +107,17 @@ def test_the_trace_gives_the_events_the_live_recorder_saw(traced):
     assert {e.rank for e in log.events} == {0} and {e.backend for e in log.events} == {""}
     assert log.header["source"] == "torch_trace" and log.header["torch"]
     assert log.graph_counts() == live.graph_counts()
+
+
+@pytest.mark.slow  # a fresh Python importing torch and compiling
+def test_buffers_and_parameters_are_not_inputs_of_an_imported_trace(tmp_path):
+    folder, live = _run_traced(BUFFERED, tmp_path)
+    (trace_file,) = folder.glob("*.log")
+    assert "._buffers['inv_freq']" in trace_file.read_text()  # the trace names the buffer
+    log = CompileLog.from_torch_trace(folder)
+    assert [e.input_shapes for e in live.events] == [{"x": [2, 5, 8]}, {"x": [2, 7, 8]}]
+    assert [e.input_shapes for e in log.events] == [e.input_shapes for e in live.events]
+    assert [e.changed for e in log.events] == ["", "x dim 1: 5 -> 7"]
 
 
 def _tlparse() -> str | None:

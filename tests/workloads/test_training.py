@@ -4,6 +4,7 @@ graphs audit_shapes predicts from the Trainer's own dataloader."""
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -380,6 +381,28 @@ def test_late_compile_message_names_the_dimension_and_fix(changed, reasons, hint
     text = late_compile_message(event, 5)
     assert text.startswith("step 5: forward compiled a new graph") and hint in text
     assert (changed or reasons[0]) in text
+
+
+def test_late_compile_warning_starts_after_warn_after_step():
+    """A recompile at step ``warn_after_step`` is expected (no warning); one a step later warns,
+    once. The callback is driven as the recorder and the Trainer drive it: no training run."""
+    callback = CompileEventsCallback(warn_after_step=3, quiet=True)
+    recompile = CompileEvent(function="forward", kind="recompile",
+                             changed="kwargs['input_ids'] dim 1: 28 -> 26")
+    hit = CompileEvent(function="forward", kind="limit_hit", changed="kwargs['input_ids'] dim 1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback.on_step_begin(None, SimpleNamespace(global_step=2), None)   # step 3
+        callback._seen(recompile)
+        callback._seen(hit)
+        assert [w for w in caught if w.category is RecompileWarning] == []
+        assert callback.late_warning is None
+        callback.on_step_begin(None, SimpleNamespace(global_step=3), None)   # step 4
+        callback._seen(recompile)
+        callback._seen(hit)
+    late = [str(w.message) for w in caught if w.category is RecompileWarning]
+    assert len(late) == 1 and late[0].startswith("step 4: forward compiled a new graph")
+    assert callback.late_warning == late[0] and len(callback.events) == 4
 
 
 # ---- Trainer runs: recorded graphs == audited graphs -----------------------------------------
