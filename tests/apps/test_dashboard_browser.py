@@ -94,16 +94,16 @@ class DashboardPage:
     server_log: Path
     folder: Path
     page_errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)   # JupyterLab dialogs accepted on the way
     timings: dict[str, float] = field(default_factory=dict)
 
     def rows(self) -> Any:
         return self.dash.locator(".nk-events-table tbody tr")
 
-    def screenshot(self, name: str) -> Path:
+    def screenshot(self, name: str, failed: bool = False) -> Path:
         shot = self.folder / f"dashboard-{self.front_end}-{name}.png"
         self.page.screenshot(path=str(shot), full_page=True)
-        keep_artifact(shot)
-        return shot
+        return keep_artifact(shot, failed) or shot
 
     @contextlib.contextmanager
     def scenario(self, name: str) -> Iterator[None]:
@@ -112,9 +112,11 @@ class DashboardPage:
         try:
             yield
         except Exception as exc:
-            self.screenshot(f"{name}-failed")
+            shot = self.screenshot(f"{name}-failed", failed=True)
             errors = "\n".join(self.page_errors) or "none"
-            raise AssertionError(f"{self.front_end}, {name}: {exc}\n--- page errors ---\n"
+            dialogs = ", ".join(self.dialogs) or "none"
+            raise AssertionError(f"{self.front_end}, {name}: {exc}\n--- screenshot: {shot}\n"
+                                 f"--- dialogs dismissed: {dialogs}\n--- page errors ---\n"
                                  f"{errors}\n--- server log ---\n{tail(self.server_log)}") from exc
         finally:
             self.timings[name] = time.monotonic() - start
@@ -163,7 +165,7 @@ def dashboard_page(request, tmp_path_factory):
                 if front_end == "voila":
                     _open_in_voila(page, url)
                 else:
-                    run_all_in_jupyterlab(page, url, WAIT_MS)
+                    run_all_in_jupyterlab(page, url, WAIT_MS, ui.dialogs)
                 expect(ui.dash).to_have_count(1, timeout=WAIT_MS)
                 expect(ui.dash.locator(".nk-load")).to_be_enabled(timeout=WAIT_MS)
                 expect(ui.dash.locator(".nk-generate")).to_be_disabled()   # no model yet

@@ -20,6 +20,7 @@ from helpers.browser import (
     REQUIRE_ENV,
     SERVER_PACKAGES,
     isolated_env,
+    dismiss_dialogs,
     keep_artifact,
     require_browser,
     tail,
@@ -30,11 +31,13 @@ from helpers.paths import SAMPLE_LOG
 
 WAIT_MS = 90_000          # one bounded wait: a page run, a model load, a compile on a busy CPU
 
-def screenshot(page, path: Path) -> None:
-    """The whole page (a tall viewport: Voilà scrolls inside the page), kept for CI."""
+
+def screenshot(page, path: Path, failed: bool = False) -> Path:
+    """The whole page (a tall viewport: Voilà scrolls inside the page), kept for CI (and kept
+    at a failure even outside CI); returns where it is."""
     page.set_viewport_size({"width": 1280, "height": 2600})
     page.screenshot(path=str(path), full_page=True)
-    keep_artifact(path)
+    return keep_artifact(path, failed) or path
 
 
 def dashboard_notebook(folder: Path) -> Path:
@@ -122,8 +125,9 @@ def test_dashboard_generates_and_draws_in_chromium(tiny_model_path, tmp_path):
             expect(replay.locator(".nk-load")).to_be_disabled()
             expect(replay.locator(".nk-generate")).to_be_disabled()
         except Exception as exc:
-            screenshot(page, shot)
-            raise AssertionError(f"{exc}\n--- server log ---\n{tail(server_log)}") from exc
+            kept = screenshot(page, shot, failed=True)
+            raise AssertionError(f"{exc}\n--- screenshot: {kept}\n--- server log ---\n"
+                                 f"{tail(server_log)}") from exc
         screenshot(page, shot)
         browser.close()
     assert shot.stat().st_size > 10_000
@@ -246,7 +250,42 @@ def test_replayed_hostile_log_runs_no_script_in_chromium(tmp_path):
                           "'<img id=nk-control src=x onerror=window.__nk_control=1>')")
             page.wait_for_function("() => window.__nk_control === 1", timeout=10_000)
         except Exception as exc:
-            screenshot(page, shot)
-            raise AssertionError(f"{exc}\n--- server log ---\n{tail(server_log)}") from exc
+            kept = screenshot(page, shot, failed=True)
+            raise AssertionError(f"{exc}\n--- screenshot: {kept}\n--- server log ---\n"
+                                 f"{tail(server_log)}") from exc
         screenshot(page, shot)
+        browser.close()
+
+
+def test_a_screenshot_taken_at_a_failure_is_kept_without_the_ci_folder(tmp_path, monkeypatch):
+    shot = tmp_path / "failed.png"
+    shot.write_bytes(b"png")
+    monkeypatch.delenv(_browser.ARTIFACTS_ENV, raising=False)
+    monkeypatch.setattr(_browser, "DEFAULT_ARTIFACTS", tmp_path / "kept")
+    assert keep_artifact(shot) is None                      # a passing test's: only in CI
+    assert keep_artifact(shot, failed=True) == tmp_path / "kept" / "failed.png"
+    monkeypatch.setenv(_browser.ARTIFACTS_ENV, str(tmp_path / "ci"))
+    assert keep_artifact(shot) == tmp_path / "ci" / "failed.png"
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_a_dialog_over_the_page_is_accepted_so_the_click_goes_through():
+    """A JupyterLab-style modal dialog that appears while a test clicks (a kernel choice, a
+    start-up notice) would take the click; dismiss_dialogs accepts it and the click lands."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    page_html = """<button id=run onclick="window.ran = 1">Run</button>
+      <div class=jp-Dialog style="position:fixed;inset:0;background:#fff">
+        <div class=jp-Dialog-header>Select Kernel</div>
+        <button class="jp-Dialog-button jp-mod-accept" onclick="this.parentNode.remove()">
+          Select</button></div>"""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        seen = dismiss_dialogs(page)
+        page.set_content(page_html)               # the dialog covers the button
+        page.locator("#run").click(timeout=10_000)
+        assert page.evaluate("window.ran") == 1 and seen == ["Select Kernel"]
         browser.close()

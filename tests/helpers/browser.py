@@ -34,12 +34,18 @@ REQUIRE_ENV = "NEURONKIT_REQUIRE_BROWSER"
 KERNEL_PID_FILE = "kernel.pid"     # a test notebook writes os.getpid() here (see stop_kernel)
 SERVER_PACKAGES = {"voila": "voila", "jupyterlab": "jupyterlab"}   # front end -> python package
 # JupyterLab user settings: every cell attached to the page (a tall output stays laid out when
-# scrolled away) and no news or update toasts over the notebook
+# scrolled away), the notebook's kernel started without a "Select Kernel" dialog, and no news or
+# update toasts over the notebook
 LAB_SETTINGS = {
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+        "windowingMode": "none", "autoStartDefaultKernel": True},
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
         "fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
+    "@jupyterlab/apputils-extension/sessionDialogs.jupyterlab-settings": {
+        "skipKernelRestartDialog": True},
 }
+ARTIFACTS_ENV = "NEURONKIT_TEST_OUTPUT"
+DEFAULT_ARTIFACTS = Path(__file__).resolve().parents[2] / "test-output"   # git ignores it
 
 
 def require_browser(front_end: str = "voila") -> None:
@@ -164,13 +170,16 @@ def _serve(cmd: list[str], port: int, workdir: Path, env: dict[str, str], log: P
         stop_kernel(workdir / KERNEL_PID_FILE)
 
 
-def run_all_in_jupyterlab(page, url: str, timeout_ms: float = 90_000) -> None:
+def run_all_in_jupyterlab(page, url: str, timeout_ms: float = 90_000,
+                          dialogs: list[str] | None = None) -> None:
     """Open the notebook at ``url`` (from :func:`jupyterlab`) in a Playwright page and run every
-    cell from the Run menu, as a user would. The kernel indicator may say idle before the kernel
-    is connected, and cells run then are dropped (their prompts stay empty): the menu is used
-    again until the first cell runs."""
+    cell from the Run menu, as a user would. A dialog over the page is accepted (its title added
+    to ``dialogs``). The kernel indicator may say idle before the kernel is connected, and cells
+    run then are dropped (their prompts stay empty): the menu is used again until the first
+    cell runs."""
     from playwright.sync_api import expect
 
+    dismiss_dialogs(page, dialogs)
     page.goto(url, timeout=timeout_ms)
     idle = page.locator('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status="idle"]')
     first_prompt = page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first
@@ -185,6 +194,21 @@ def run_all_in_jupyterlab(page, url: str, timeout_ms: float = 90_000) -> None:
         except AssertionError:
             if time.monotonic() > deadline:
                 raise
+
+
+def dismiss_dialogs(page, seen: list[str] | None = None) -> list[str]:
+    """Whenever a JupyterLab dialog (kernel choice, a start-up notice) covers the page while the
+    test acts, accept it so the click goes through (Playwright's locator handler); each
+    dialog's title is added to ``seen`` (returned), for the failure message."""
+    seen = [] if seen is None else seen
+    dialog = page.locator(".jp-Dialog")
+
+    def accept(found) -> None:
+        seen.append(found.locator(".jp-Dialog-header").inner_text(timeout=5_000))
+        found.locator(".jp-Dialog-button.jp-mod-accept").first.click(timeout=5_000)
+
+    page.add_locator_handler(dialog, accept)
+    return seen
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
@@ -213,9 +237,11 @@ def stop_kernel(pid_file: Path) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def keep_artifact(path: Path) -> None:
-    """Copy a screenshot or log to $NEURONKIT_TEST_OUTPUT (if set) so CI keeps it."""
-    target = os.environ.get("NEURONKIT_TEST_OUTPUT")
-    if target and path.exists():
-        Path(target).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, Path(target) / path.name)
+def keep_artifact(path: Path, failed: bool = False) -> Path | None:
+    """Copy a screenshot or log to $NEURONKIT_TEST_OUTPUT so CI keeps it; one taken at a failure
+    is kept even without it (in ``test-output/`` of the repository). Returns the copy."""
+    target = os.environ.get(ARTIFACTS_ENV) or (str(DEFAULT_ARTIFACTS) if failed else "")
+    if not target or not path.exists():
+        return None
+    Path(target).mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy2(path, Path(target) / path.name))

@@ -13,7 +13,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import neuronkit as nk
 from neuronkit.events.event import CompileEvent
 from neuronkit.examples import distributed_training
 from neuronkit.log.compile_log import CompileLog
@@ -229,20 +228,6 @@ def test_launch_bad_arguments(tmp_path):
 
 
 # ---- the example script under torchrun (2 ranks, gloo) ---------------------------------------
-
-@pytest.mark.slow
-def test_fsdp_trainer_run_writes_two_rank_logs_that_merge(tmp_path, tiny_model_path):
-    result = launch("neuronkit.examples.distributed_training", 2,
-                    ["--mode", "fsdp", "--steps", "2", "--model", str(tiny_model_path),
-                     "--out", str(tmp_path / "out")],
-                    timeout_s=240, on_line=None, log_dir=tmp_path / "logs",
-                    env={"NEURONKIT_CPU_BACKEND": "eager"})
-    assert [p.name for p in result.log_paths] == ["compile.rank0.jsonl", "compile.rank1.jsonl"]
-    merged = merge_logs(result.log_paths)
-    assert merged.header["ranks"] == [0, 1]
-    for r in (0, 1):
-        own = [e for e in merged.events if e.rank == r]
-        assert own == [e for e in merged.events if e.rank == r and e.context.startswith("step ")]
-        assert any(e.function == "forward" and e.kind == "first" for e in own)
-        assert nk.CompileLog.load(result.log_paths[r]).header["rank"] == r
-    assert any("graph(s) compiled during training" in ln for ln in result.lines)
+# Its two-process FSDP run under Trainer runs once, in notebooks/05_distributed.ipynb under
+# nbval: the checked cells pin the two rank logs and their header ranks, the merged ranks, each
+# rank's steps, forward compiled first on every rank, and the run's own compile report.
