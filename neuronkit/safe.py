@@ -47,6 +47,9 @@ _CONTROL_RE = re.compile(
     "\u2028\u2029]"
 )
 _WHITESPACE_CONTROL_RE = re.compile("[\t\n\r]")
+# lone surrogates: how Python hands over the bytes of a file name that are not UTF-8; not text,
+# so writing one to a UTF-8 terminal or file raises UnicodeEncodeError
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\n")
 
@@ -63,12 +66,16 @@ def strip_control(value: object, *, keep_newlines: bool = True) -> str:
     ANSI escape sequences are removed whole (not only their ESC byte).  With
     ``keep_newlines`` (default) newline and tab survive; carriage returns are
     normalised to newlines first so that ``\\r`` cannot overwrite a line. Without it newline,
-    tab and CR become spaces (one line: a trace name, an attribute).
+    tab and CR become spaces (one line: a trace name, an attribute). A lone surrogate (an
+    undecodable byte of a file name) becomes U+FFFD. Every control is removed in one pass after
+    the escape sequences, so no removal can join the pieces around it into a new sequence.
     """
     text = _ANSI_RE.sub("", _as_text(value))
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not keep_newlines:
         text = _WHITESPACE_CONTROL_RE.sub(" ", text)
+    if not text.isascii():
+        text = _SURROGATE_RE.sub("\ufffd", text)
     return _CONTROL_RE.sub("", text)
 
 

@@ -14,7 +14,11 @@ At exit the events recorded inside the block are counted:
 
 A ``limit_hit`` (torch reached its recompile limit and refused a graph, running eagerly instead)
 counts as one graph and one recompile: the code asked for one more, so a budget that a clean run
-meets still fails when the limit hides the recompiles.
+meets still fails when the limit hides the recompiles. So do the shapes that ran eager after a
+hit (``eager_fallback``, recorded where neuronkit drove the calls: ``nk.generate``, the Trainer
+callback), once per shape: a hit and the eager calls of the shape it refused are one graph. A
+code that hit the limit before the block is run-only (torch runs its new shapes eager without a
+record): the block lets it check the limit again, so torch records its refusal inside the block.
 
 Over budget, :class:`CompileBudgetExceeded` (an ``AssertionError``, so pytest reports a failure)
 names each limit exceeded and shows the events counted against them. When the block itself
@@ -25,12 +29,16 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections import defaultdict
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable
 
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.events.facts import shape_key
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.log.file_lock import LogPathInUseError
+from neuronkit.setup.decode_graphs import codes_at_limit, compile_again
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronkit.recorder.recorder import CompileRecorder
@@ -40,9 +48,10 @@ __all__ = ["LIMITS", "CompileBudget", "CompileBudgetExceeded", "compile_budget"]
 # the limits a budget takes, and what each one counts
 LIMITS: tuple[str, ...] = ("max_graphs", "max_recompiles", "max_compile_s", "max_graph_breaks",
                            "max_failures")
+_REFUSED = ("limit_hit", "eager_fallback")  # graphs the code asked for and torch refused
 _COUNTED: dict[str, Callable[[CompileEvent], bool]] = {
-    "max_graphs": lambda e: e.kind in GRAPH_KINDS or e.kind == "limit_hit",
-    "max_recompiles": lambda e: e.kind in ("recompile", "limit_hit"),
+    "max_graphs": lambda e: e.kind in GRAPH_KINDS or e.kind in _REFUSED,
+    "max_recompiles": lambda e: e.kind == "recompile" or e.kind in _REFUSED,
     "max_compile_s": lambda e: e.total_s > 0,
     "max_graph_breaks": lambda e: e.kind == "graph_break",
     "max_failures": lambda e: e.kind == "failed",
@@ -51,8 +60,26 @@ _NOUNS = {"max_graphs": "graph", "max_recompiles": "recompile", "max_graph_break
           "max_failures": "failed compile"}
 
 
+def _refused_graphs(events: list[CompileEvent]) -> int:
+    """Graphs torch refused at its recompile limit, per function: its limit hits, or the shapes
+    that ran eager (``eager_fallback``) where those are more; a hit and the eager calls of the
+    shape it refused are one graph."""
+    hits: dict[tuple[str, str], int] = defaultdict(int)
+    eager: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for e in events:
+        if e.kind == "limit_hit":
+            hits[e.function, e.location] += 1
+        elif e.kind == "eager_fallback":
+            eager[e.function, e.location].add(shape_key(e))
+    return sum(max(hits[key], len(eager[key])) for key in {*hits, *eager})
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
 
 
 class CompileBudgetExceeded(AssertionError):
@@ -103,6 +130,11 @@ class CompileBudget(contextlib.ContextDecorator):
             raise TypeError(f"recorder must be a CompileRecorder, got {type(recorder).__name__}")
         if log_path is not None and not isinstance(log_path, (str, os.PathLike)):
             raise TypeError(f"log_path must be a path, got {type(log_path).__name__}")
+        own = getattr(getattr(recorder, "log", None), "path", None)
+        if log_path is not None and own is not None and _same_file(own, log_path):
+            raise ValueError(f"log_path {log_path} is the recorder's own log: it gets the block's "
+                             "events already, and saving the block there would replace the rest. "
+                             "Leave log_path out, or give another file for the block's events")
         self.recorder = recorder
         self.log_path = Path(log_path) if log_path is not None else None
         self.log = CompileLog()
@@ -131,10 +163,16 @@ class CompileBudget(contextlib.ContextDecorator):
         return sum(e.total_s for e in self.events)
 
     def counts(self) -> dict[str, float]:
-        """What each limit counts, over the block's events (limit hits included)."""
+        """What each limit counts, over the block's events (graphs refused at the limit
+        included: ``_refused_graphs``)."""
         events = self.events
-        return {name: (sum(e.total_s for e in events) if name == "max_compile_s"
-                       else sum(1 for e in events if _COUNTED[name](e))) for name in LIMITS}
+        refused = _refused_graphs(events)
+        counts: dict[str, float] = {name: sum(1 for e in events if _COUNTED[name](e)
+                                              and e.kind not in _REFUSED) for name in LIMITS}
+        counts["max_graphs"] += refused
+        counts["max_recompiles"] += refused
+        counts["max_compile_s"] = sum(e.total_s for e in events)
+        return counts
 
     @property
     def exceeded(self) -> list[str]:
@@ -166,8 +204,10 @@ class CompileBudget(contextlib.ContextDecorator):
         from neuronkit.views.text import format_events
 
         exceeded = self.exceeded
+        refused = _refused_graphs(self.events)
         counts = (f"{_count(self.graphs, 'graph')}, {_count(self.recompiles, 'recompile')}, "
-                  f"{self.compile_s:.2f} compile s in {_count(len(self.events), 'event')}")
+                  + (f"{refused} refused at the recompile limit, " if refused else "")
+                  + f"{self.compile_s:.2f} compile s in {_count(len(self.events), 'event')}")
         if not exceeded:
             return f"compile budget met: {counts}"
         return (f"compile budget exceeded: {'; '.join(exceeded)}\n({counts})\n\n"
@@ -199,6 +239,8 @@ class CompileBudget(contextlib.ContextDecorator):
         self._start = len(recorder.events)
         recorder.start()
         self._active = recorder
+        for code in codes_at_limit():  # run-only since a hit: torch records its next refusal
+            compile_again(code)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -217,7 +259,8 @@ class CompileBudget(contextlib.ContextDecorator):
         if self.recorder is not None and self.log_path is not None:
             try:
                 self.log.save(self.log_path)
-            except OSError as error:  # never masks the block's own exception
+                self.log.release()  # written: another writer may take the file
+            except (OSError, LogPathInUseError) as error:  # never masks the block's own exception
                 if exc is None:
                     raise
                 exc.add_note(f"could not save the compile log to {self.log_path}: {error}")

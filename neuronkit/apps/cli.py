@@ -21,7 +21,8 @@ EXIT_ERROR = 2  # a missing or unreadable log, a file that cannot be written, a 
 EXIT_FINDINGS = 3  # report --fail-on: a finding at or above that severity
 EXIT_CODES = f"""\
 exit codes:
-  {EXIT_OK}  done (report: printed, no finding at or above --fail-on)
+  {EXIT_OK}  done (report: printed, no finding at or above --fail-on; output cut short by its
+     reader, as in `neuronkit report LOG | head -1`, is not an error)
   1  cache --prune: some leftovers could not be removed
   {EXIT_ERROR}  error: a missing or unreadable log or folder, an output that cannot be written,
      a bad argument
@@ -40,6 +41,30 @@ is printed without control characters or escape sequences; JSON escapes it (ASCI
 """
 
 
+def _stdout_gone() -> None:
+    """The reader of stdout went away (``neuronkit report LOG | head -1``): what is left to print
+    goes to devnull, as Python's docs recommend (``signal``: "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _print(text: str) -> None:
+    """Print to stdout; a reader gone ends the printing, not the command (its files and its
+    exit code still come)."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+
+
+def _cannot_write(what: str, path: object, exc: BaseException) -> ValueError:
+    why = getattr(exc, "strerror", None) or exc
+    return ValueError(f"cannot write the {what} to {path}: {why}; name a file (or a folder) you "
+                      "can write to")
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from neuronkit.setup.doctor import doctor_report
 
@@ -54,10 +79,10 @@ def cmd_cache(args: argparse.Namespace) -> int:
         raise ValueError("--yes confirms --prune; add --prune to remove leftovers")
     if not args.prune:
         report = inspect_cache(args.dir, layout=args.layout)
-        print(report)
+        print(terminal_safe(report))
         return 0 if report.exists else 2  # a missing folder: nothing to inspect
     result = prune_cache(args.dir, layout=args.layout, dry_run=not args.yes)
-    print(result)
+    print(terminal_safe(result))
     return 1 if result.failed else 0
 
 
@@ -128,8 +153,7 @@ def _write(what: str, path: Path, write: Callable[[], Path], to: TextIO, note: s
     try:
         written = write()
     except OSError as exc:
-        raise ValueError(f"cannot write the {what} to {path}: {exc.strerror or exc}; name a "
-                         "file (or a folder) you can write to") from exc
+        raise _cannot_write(what, path, exc) from exc
     print(terminal_safe(f"{what} written to {written}{note}"), file=to)
 
 
@@ -147,9 +171,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         data = report_data(log, limit=args.limit, advice=advice, summary=summary)
         data["logs"] = [str(p) for p in paths]
-        print(json.dumps(data, indent=2, ensure_ascii=True, default=str))
+        _print(json.dumps(data, indent=2, ensure_ascii=True, default=str))
     else:
-        print(format_report(log, limit=args.limit, advice=advice, summary=summary))
+        _print(format_report(log, limit=args.limit, advice=advice, summary=summary))
     notes = sys.stderr if args.json else sys.stdout  # JSON on stdout stays parseable
     if png is not None:
         from neuronkit.views.charts import save_png, timeline
@@ -211,8 +235,16 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     for option, path in (("--manifest", args.manifest), ("--log", args.log)):
         if path is not None and Path(path).is_dir():
             raise ValueError(f"{option} {path} is a folder: name a file in it")
+        if path is not None and Path(path).exists() and not Path(path).is_file():
+            raise ValueError(f"{option} {path} is not a file (a device or a pipe): name a file")
     model = load_model(args.model, device=args.device, dtype=args.dtype)
     tokenizer = load_tokenizer(args.model)
+    try:
+        rec = CompileRecorder(log_path=args.log, device=str(model.device), context="warmup")
+    except OSError as exc:
+        raise _cannot_write("compile log", args.log, exc) from exc
+    if rec.write_errors:  # the header: said before compiling anything
+        raise _cannot_write("compile log", args.log, rec.write_errors[0])
     total = len(set(args.buckets)) * len(set(args.batch_sizes))
     bar = tqdm(total=total, unit="graph", desc="warm-up", file=sys.stderr)
     costs: list[float] = []
@@ -225,7 +257,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
                             f"{graph['compile_s']:.1f} s compile, ETA {left:.0f} s")
         bar.update(1)
 
-    with CompileRecorder(log_path=args.log, device=str(model.device), context="warmup") as rec:
+    with rec:
         try:
             manifest = warmup(model, tokenizer, args.buckets, batch_sizes=args.batch_sizes,
                               max_new_tokens=args.max_new_tokens, recorder=rec,
@@ -241,6 +273,8 @@ def cmd_warmup(args: argparse.Namespace) -> int:
               f"{neff}")
     if args.manifest is not None:
         _write("manifest", Path(args.manifest), lambda: manifest.save(args.manifest), sys.stdout)
+    if rec.write_errors:  # after the manifest: what can be kept is kept
+        raise _cannot_write("compile log", args.log, rec.write_errors[0])
     if args.log is not None:
         print(terminal_safe(f"compile log written to {args.log}"))
     return 0
@@ -333,10 +367,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader gone is seen below
+        return code
+    except BrokenPipeError:  # `neuronkit ... | head -1`: the reader has what it wanted
+        _stdout_gone()
+        return EXIT_OK
+    except (OSError, ValueError, RuntimeError) as exc:  # a file unreadable or unwritable, bad input
         print(f"neuronkit {args.command}: error: {terminal_safe(exc)}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,27 +9,40 @@ A log file is one header line, then one JSON object per event, and update lines:
     {"update": 0, "neff_compile_s": 94.2, "neff_cache": "compiled"}
 
 An event line needs ``REQUIRED`` fields, each field of its JSON type, ``kind`` in ``KINDS``,
-counts >= 0 and finite seconds. Version 1 logs (no update lines, no Neuron fields) still load.
+and every number in range (past these bounds a number is damage, not a measurement, and no view
+can show it): seconds (``duration_s``, ``neff_compile_s``, ``wall_time_s``) from 0 to
+``MAX_SECONDS`` (1e9, 31 years); ``started_at`` within +-``MAX_TIME`` (1e10 s: epoch seconds up
+to the year 2286, or any clock); counts (``seq``, ``rank``, ``graph_count``, ``calls``,
+``kernels``, ``ops``) and input sizes from 0 to ``MAX_COUNT`` (2**53 - 1, the largest integer a
+double, and so JSON in a browser, holds exactly); inside ``metrics`` lists and objects nested at
+most ``MAX_DEPTH`` (8) deep, integers of 64 bits and finite numbers. Version 1 logs (no update
+lines, no Neuron fields) still load.
 """
 from __future__ import annotations
 
 import math
 from itertools import chain
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import msgspec
 
 from neuronkit.events.event import KINDS, NEFF_CACHE_STATES, UPDATABLE, EventKind
 
-__all__ = ["EVENT_LINE_START", "FORMAT", "FORMAT_VERSION", "REQUIRED", "EventLine", "LogFolderError",
-           "LogFormatError", "decode_event_lines", "event_problem", "explain_event", "show",
-           "update_problem", "wall_problem"]
+__all__ = ["EVENT_LINE_START", "FORMAT", "FORMAT_VERSION", "MAX_COUNT", "MAX_DEPTH", "MAX_SECONDS",
+           "MAX_TIME", "REQUIRED", "EventLine", "LogFolderError", "LogFormatError",
+           "decode_event_lines", "event_problem", "explain_event", "show", "update_problem",
+           "wall_problem"]
 
 FORMAT = "neuronkit-compile-log"
 FORMAT_VERSION = 2  # 2: update lines, kinds "kernels" and "graph_break", neff_* / kernels / ops
 # what an event line must name to be an event (a ``{}`` line once became a graph at t=0); the
 # other fields take their defaults, as in version 1 lines written without the newer ones
 REQUIRED: tuple[str, ...] = ("seq", "function")
+MAX_SECONDS = 1e9  # durations and wall times: 31 years
+MAX_TIME = 1e10  # |started_at|: epoch seconds up to the year 2286
+MAX_COUNT = 2**53 - 1  # counts, ranks, seq, input sizes: exact in a double (JSON in a browser)
+MAX_DEPTH = 8  # lists and objects nested in a metrics value (the msgspec type grows 2x a level)
+_METRIC_INT = 2**63  # integers in metrics: 64 bits, -2**63 <= n < 2**63
 
 
 class LogFormatError(ValueError):
@@ -50,25 +63,41 @@ _TYPES: dict[str, tuple[type, ...]] = {  # the JSON types of each field (bool is
 _WORDS = {(int,): "an integer", _NUMBER: "a number", (str,): "a string", (dict,): "an object",
           (list,): "a list", (bool,): "true or false", (int, float, type(None)): "a number or null",
           (str, type(None)): "a string or null"}
-_COUNTS = ("seq", "graph_count", "rank", "calls", "kernels")  # integers >= 0
+_COUNTS = ("seq", "graph_count", "rank", "calls", "kernels")  # integers 0..MAX_COUNT
 _KIND_SET = frozenset(KINDS)
 _CACHE_SET = frozenset(NEFF_CACHE_STATES)
 _EMPTY: dict[str, Any] = {}
-_DIM_TYPES = frozenset((int, str))
 _STR_TYPE = frozenset((str,))
 _LIST_TYPE = frozenset((list,))
 _INF = math.inf
 
 
 EVENT_LINE_START = b'{"seq": '  # how neuronkit writes an event line (json.dumps of its fields)
-_Count = Annotated[int, msgspec.Meta(ge=0)]
-_Seconds = Annotated[float, msgspec.Meta(ge=0)]
+_Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+_Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)]
+_Time = Annotated[float, msgspec.Meta(ge=-MAX_TIME, le=MAX_TIME)]
+
+
+def _nested(depth: int) -> Any:
+    """The JSON values of a metric, nested at most ``depth`` deep, as a msgspec type."""
+    leaf = Union[str, bool, None, float,
+                 Annotated[int, msgspec.Meta(ge=-_METRIC_INT, le=_METRIC_INT - 1)]]
+    value: Any = leaf
+    for _ in range(depth):
+        value = Union[leaf, list[value], dict[str, value]]
+    return value
+
+
+if TYPE_CHECKING:
+    _Metrics = dict[str, Any]
+else:
+    _Metrics = dict[str, _nested(MAX_DEPTH)]
 
 
 class EventLine(msgspec.Struct, kw_only=True):
     """An event line's schema (``CompileEvent``'s fields, in its order), checked in C: JSON
-    types (a bool is not an int), ``kind`` and ``neff_cache`` in their sets, counts and seconds
-    >= 0, ``seq`` and ``function`` required. JSON has no NaN or infinity to check for."""
+    types (a bool is not an int), ``kind`` and ``neff_cache`` in their sets, every number in
+    its bounds, ``seq`` and ``function`` required. JSON has no NaN or infinity to check for."""
 
     seq: _Count
     compile_id: str = ""
@@ -76,16 +105,16 @@ class EventLine(msgspec.Struct, kw_only=True):
     location: str = ""
     backend: str = ""
     device: str = ""
-    started_at: float = 0.0
+    started_at: _Time = 0.0
     duration_s: _Seconds = 0.0
-    input_shapes: dict[str, list[int | str]] = {}
+    input_shapes: dict[str, list[_Count | str]] = {}
     changed: str = ""
     reasons: list[str] = []
     kind: EventKind = "first"
     graph_count: _Count = 0
     rank: _Count = 0
     context: str = ""
-    metrics: dict[str, Any] = {}
+    metrics: _Metrics = {}
     calls: _Count = 0
     neff_compile_s: _Seconds | None = None
     neff_cache: Literal["compiled", "disk_hit", "memory_hit"] | None = None
@@ -108,9 +137,53 @@ def show(value: Any) -> str:
 
 
 def _seconds_problem(name: str, value: Any, nullable: bool = False) -> str | None:
-    if (value is None and nullable) or 0 <= value < _INF:
+    if (value is None and nullable) or 0 <= value <= MAX_SECONDS:
         return None
+    if 0 <= value < _INF:
+        return f"{name}: expected seconds <= {MAX_SECONDS:g} (31 years), got {show(value)}"
     return f"{name}: expected seconds (a finite number >= 0), got {show(value)}"
+
+
+def _count_problem(name: str, value: int) -> str | None:
+    """``name``: what the message starts with (``"seq:"``, ``"ops: 'aten::mm'"``)."""
+    if value < 0:
+        return f"{name} expected an integer >= 0, got {show(value)}"
+    if value > MAX_COUNT:
+        return f"{name} expected an integer <= {MAX_COUNT}, got {show(value)}"
+    return None
+
+
+def _metrics_problem(metrics: dict[str, Any]) -> str | None:
+    """What is wrong inside ``metrics`` (None: nothing): lists and objects nested deeper than
+    ``MAX_DEPTH``, an integer wider than 64 bits, a number that is not finite."""
+    stack = [(value, MAX_DEPTH) for value in metrics.values()]
+    while stack:
+        value, depth = stack.pop()
+        kind = type(value)
+        if kind is dict or kind is list:
+            if depth == 0:
+                return f"metrics: nested deeper than {MAX_DEPTH} levels"
+            stack.extend((v, depth - 1) for v in (value.values() if kind is dict else value))
+        elif (kind is int and not -_METRIC_INT <= value < _METRIC_INT) or (
+                kind is float and not -_INF < value < _INF):
+            return ("metrics: a number out of range (integers of 64 bits, finite numbers), got "
+                    f"{show(value)}")
+    return None
+
+
+def _numbers_problem(data: dict[str, Any]) -> str | None:
+    """The first count, start time or seconds of a well-typed event line out of its bounds."""
+    for name in _COUNTS:
+        problem = _count_problem(f"{name}:", data.get(name, 0))
+        if problem:
+            return problem
+    start = data.get("started_at", 0)
+    if not -_INF < start < _INF:
+        return f"started_at: expected a finite time, got {show(start)}"
+    if not -MAX_TIME <= start <= MAX_TIME:
+        return f"started_at: expected a time within ±{MAX_TIME:g} s, got {show(start)}"
+    return (_seconds_problem("duration_s", data.get("duration_s", 0))
+            or _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True))
 
 
 def event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
@@ -126,14 +199,19 @@ def event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
     get = data.get
     neff, cache = get("neff_compile_s"), get("neff_cache")
     dims = get("input_shapes", _EMPTY).values()
-    if (get("kind", "first") in _KIND_SET and data["seq"] >= 0 and get("rank", 0) >= 0
-            and get("graph_count", 0) >= 0 and get("calls", 0) >= 0 and get("kernels", 0) >= 0
-            and -_INF < get("started_at", 0) < _INF and 0 <= get("duration_s", 0) < _INF
-            and (neff is None or 0 <= neff < _INF) and (cache is None or cache in _CACHE_SET)
+    counts = (data["seq"], get("rank", 0), get("graph_count", 0), get("calls", 0),
+              get("kernels", 0))
+    if (get("kind", "first") in _KIND_SET and 0 <= min(counts) and max(counts) <= MAX_COUNT
+            and -MAX_TIME <= get("started_at", 0) <= MAX_TIME
+            and 0 <= get("duration_s", 0) <= MAX_SECONDS
+            and (neff is None or 0 <= neff <= MAX_SECONDS) and (cache is None or cache in _CACHE_SET)
             and _LIST_TYPE.issuperset(map(type, dims))
-            and _DIM_TYPES.issuperset(map(type, chain.from_iterable(dims)))
+            and all(type(d) is str or (type(d) is int and 0 <= d <= MAX_COUNT)
+                    for d in chain.from_iterable(dims))
             and _STR_TYPE.issuperset(map(type, get("reasons", ())))
-            and (not get("ops") or all(type(n) is int and n >= 0 for n in data["ops"].values()))):
+            and (not get("ops") or all(type(n) is int and 0 <= n <= MAX_COUNT
+                                       for n in data["ops"].values()))
+            and (not get("metrics") or _metrics_problem(data["metrics"]) is None)):
         return None
     return explain_event(data)
 
@@ -149,36 +227,34 @@ def explain_event(data: dict[str, Any]) -> str | None:
             return f"{name}: expected {_WORDS[allowed]}, got {show(value)}"
     if data.get("kind", "first") not in _KIND_SET:
         return f"kind: expected one of {', '.join(KINDS)}, got {show(data['kind'])}"
-    for name in _COUNTS:
-        if data.get(name, 0) < 0:
-            return f"{name}: expected an integer >= 0, got {data[name]!r}"
-    if not -_INF < data.get("started_at", 0) < _INF:
-        return f"started_at: expected a finite time, got {data['started_at']!r}"
-    problem = (_seconds_problem("duration_s", data.get("duration_s", 0))
-               or _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True))
+    problem = _numbers_problem(data)
     if problem:
         return problem
     cache = data.get("neff_cache")
     if cache is not None and cache not in _CACHE_SET:
         return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {show(cache)}"
     for name, dims in data.get("input_shapes", {}).items():
-        if type(dims) is not list or not _DIM_TYPES.issuperset(map(type, dims)):
+        if type(dims) is not list or not all(
+                type(d) is str or (type(d) is int and 0 <= d <= MAX_COUNT) for d in dims):
             return f"input_shapes: {name!r} expected a list of sizes, got {show(dims)}"
     if not _STR_TYPE.issuperset(map(type, data.get("reasons", ()))):
         return f"reasons: expected a list of strings, got {show(data['reasons'])}"
     for op, n in data.get("ops", {}).items():
-        if type(n) is not int or n < 0:
-            return f"ops: {op!r} expected an integer >= 0, got {show(n)}"
-    return None
+        problem = (f"ops: {op!r} expected an integer >= 0, got {show(n)}" if type(n) is not int
+                   else _count_problem(f"ops: {op!r}", n))
+        if problem:
+            return problem
+    return _metrics_problem(data.get("metrics", _EMPTY))
 
 
 def update_problem(data: dict[str, Any]) -> str | None:
     seq = data["update"]
-    if type(seq) is not int or seq < 0:
+    if type(seq) is not int or not 0 <= seq <= MAX_COUNT:
         return f"update: expected an event's seq (an integer >= 0), got {show(seq)}"
     for name in data:
-        if name != "update" and name not in UPDATABLE:
-            return f"{name}: an update line may set only {', '.join(UPDATABLE)}"
+        if name != "update" and name not in UPDATABLE:  # a key neuronkit does not know: quoted
+            return (f"{name if name in _TYPES else show(name)}: an update line may set only "
+                    f"{', '.join(UPDATABLE)}")
     if type(data.get("neff_compile_s")) not in (int, float, type(None)):
         return f"neff_compile_s: expected a number or null, got {show(data['neff_compile_s'])}"
     cache = data.get("neff_cache")

@@ -14,6 +14,12 @@ from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_
 __all__ = ["run_demo", "NEURON_COMPILE_COST_S"]
 
 
+def _unwritable(out: Path, exc: BaseException) -> ValueError:
+    why = getattr(exc, "strerror", None) or str(exc)
+    return ValueError(f"--log-dir {out}: cannot write the compile logs there ({why}); name a "
+                      "folder you can write")
+
+
 def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int = 8,
              backend: str | None = None, log_dir: str | None = None) -> int:
     """Run the demo and print its report; returns a process exit code."""
@@ -38,7 +44,12 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
         print("Recompiles below happen for the same reasons they would on Neuron "
               "(torch.compile with dynamic=False), only faster.")
     out = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="neuronkit-demo-"))
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file there, or above it; a folder that refuses
+        why = "it is a file" if out.is_file() else exc.strerror or str(exc)
+        raise ValueError(f"--log-dir {out}: cannot make the folder for the compile logs ({why}); "
+                         "name a folder you can write") from exc
 
     model_obj = load_model(model, device=report.device,
                            dtype="float32" if report.device == "cpu" else "bfloat16")
@@ -55,10 +66,18 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
         torch.compiler.reset()  # each run starts with no compiled graphs
         title = "naive: pad each request to its own length" if buckets is None else \
             f"bucketed: pad to {list(buckets)} (chosen by plan_buckets)"
-        with CompileRecorder(log_path=out / f"{name}.jsonl", backend=report.compile_backend) as rec:
+        try:
+            rec = CompileRecorder(log_path=out / f"{name}.jsonl", backend=report.compile_backend)
+        except OSError as exc:
+            raise _unwritable(out, exc) from exc
+        if rec.write_errors:  # the header: said before generating
+            raise _unwritable(out, rec.write_errors[0])
+        with rec:
             result = generate(model_obj, tok, prompts, max_new_tokens=max_new_tokens,
                               buckets=buckets, batch_size=1, recorder=rec,
                               backend=report.compile_backend)
+        if rec.write_errors:
+            raise _unwritable(out, rec.write_errors[0])
         logs[name], walls[name] = rec.log, result.wall_s
         print(f"\n=== {title} ===")
         print(format_report(rec.log))

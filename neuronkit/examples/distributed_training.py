@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronkit.examples.text import training_windows
+from neuronkit.safe import terminal_safe
 from neuronkit.setup.process import default_rank as rank
 from neuronkit.setup.process import world_size
 
@@ -77,7 +78,7 @@ def examples(count: int, tokenizer) -> list[dict]:
 
 def _say(line: str) -> None:
     """Print a whole line (or block) in one write, so the ranks' lines never interleave."""
-    sys.stdout.write(line + "\n")
+    sys.stdout.write(terminal_safe(line) + "\n")
     sys.stdout.flush()
 
 

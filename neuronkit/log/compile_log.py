@@ -5,19 +5,28 @@ known later (the NEFF build of a graph on Neuron finishes after Dynamo's compile
 as an update line naming the event's ``seq``; a crash before it loses only that value. The line
 format is in ``events/schema.py``; :meth:`CompileLog.load` checks every line against it
 (``reader.py``) and skips what fails with one warning per file, keeping every good line.
+
+One file, one writer (``file_lock.py``): a log holds the file it writes until :meth:`release`,
+and another writer given it is refused. A save is written to a temp file beside the path, flushed
+to disk and moved over the path in one step: a crash mid-save leaves the old file whole. A file
+cut short by another program is written again whole at the next line.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import threading
+import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from neuronkit.events.event import GRAPH_KINDS, UPDATABLE, CompileEvent, fields_of
 from neuronkit.events.facts import compile_seconds, function_labels, in_start_order, neff_seconds, shape_key
 from neuronkit.events.schema import FORMAT, FORMAT_VERSION
+from neuronkit.log.file_lock import FileHold, Signature, lock_new, signature
 from neuronkit.log.reader import read_log
 from neuronkit.sources.trace_import import read_torch_trace
 
@@ -36,6 +45,9 @@ class CompileLog:
         self.wall_time_s: float | None = self.header.get("wall_time_s")
         self._lock = threading.Lock()
         self._torn = False  # a write failed, maybe mid-line: the next line starts on a new one
+        self._hold: FileHold | None = None  # on the path this log writes (one file, one writer)
+        self._size = 0  # the file's size as this log last wrote it: shorter later, it was cut
+        self.writer: Callable[[], str] | None = None  # who writes it, said to a refused writer
         if self.path is not None:
             self._write_all()
 
@@ -76,44 +88,129 @@ class CompileLog:
                 self._append_line(json.dumps({"wall_time_s": self.wall_time_s}), sync=False)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the whole log (header + events) to ``path``; later appends go there too."""
-        self.path = Path(path)
-        self._write_all()
-        return self.path
+        """Write the whole log (header + events) to ``path`` in one step (a crash mid-save leaves
+        the old file whole); the log holds ``path`` from now on and later appends go there too.
+        Refused (``LogPathInUseError``) when another writer holds it; a failed save changes nothing."""
+        with self._lock:
+            old, self.path = self.path, Path(path)
+            try:
+                self._write_all()
+            except BaseException:
+                self.path = old
+                raise
+            return self.path
+
+    def hold(self) -> None:
+        """Hold the path now, before any write (a recorder holds its log from start to stop);
+        ``LogPathInUseError`` when another writer holds it."""
+        with self._lock:
+            if self.path is not None:
+                self._take(self._holding(self.path))
+
+    def release(self) -> Signature:
+        """Let the path go (another writer may take it; a later write here takes it again);
+        returns the file's signature as left."""
+        with self._lock:
+            hold, self._hold = self._hold, None
+        if hold is not None:
+            return hold.release()
+        return signature(self.path) if self.path is not None else None
+
+    def describe_writer(self) -> str:
+        """Who writes this log, as another writer refused its path is told."""
+        if self.writer is not None:
+            return self.writer()
+        n = len(self.events)
+        return (f"another CompileLog of this process ({n} event{'' if n == 1 else 's'}; "
+                "log.release() lets it go)")
+
+    def _holding(self, path: Path) -> FileHold:
+        """This log's hold on ``path``: the one it has, else a new one (refused when another
+        writer holds the path)."""
+        if self._hold is not None and self._hold.holds(path):
+            return self._hold
+        return FileHold(path, self)
+
+    def _take(self, hold: FileHold) -> None:
+        if hold is not self._hold:
+            if self._hold is not None:
+                self._hold.release()
+            self._hold = hold
 
     def _append_line(self, line: str, sync: bool = True) -> None:
         """One line at the end of the file, in one write (O_APPEND: never inside another
-        writer's line); a file that went away is written again whole, never without a header."""
+        writer's line); a file gone or cut short by another program is written again whole,
+        never without a header."""
         assert self.path is not None
+        self._take(self._holding(self.path))
         data = (("\n" if self._torn else "") + line + "\n").encode("utf-8")
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_BINARY", 0))
         except FileNotFoundError:
             self._write_all()  # deleted (or moved) under us: header + every event, this one too
             return
-        self._torn = True
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if sync:
-                os.fsync(fd)
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode):
+                _refuse_special(self.path)
+            size = status.st_size
+            cut = size == 0 or size < self._size
+            if not cut:
+                self._torn = True
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                if sync:
+                    os.fsync(fd)
+                self._size = size + len(data)
         finally:
             os.close(fd)
+        if cut:
+            self._write_all()  # cut short under us: header + every event, this one too
         self._torn = False
 
     def _write_all(self) -> None:
+        """Header + every event to a temp file beside the path, flushed to disk, then moved over
+        the path in one step; the path held from then on (refused if another writer holds it)."""
         assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        hold = self._holding(self.path)
+        try:
+            self._size = self._replace(hold)
+        except BaseException:
+            if hold is not self._hold:
+                hold.release()
+            raise
+        self._take(hold)
+        self._torn = False
+
+    def _replace(self, hold: FileHold) -> int:
+        """Write the file whole through a temp file (locked before it takes the old one's place);
+        returns its size."""
+        assert self.path is not None
+        target = Path(os.path.realpath(self.path))  # a link's target is written, as before
+        _refuse_special(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
         header = dict(self.header)
         if self.wall_time_s is not None:
             header["wall_time_s"] = self.wall_time_s
-        with open(self.path, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(header, default=str) + "\n")
-            for event in self.events:
-                fh.write(json.dumps(fields_of(event), default=str) + "\n")
-            fh.flush()
-        self._torn = False
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        try:
+            with open(fd, "w", encoding="utf-8", closefd=False) as fh:
+                fh.write(json.dumps(header, default=str) + "\n")
+                for event in self.events:
+                    fh.write(json.dumps(fields_of(event), default=str) + "\n")
+            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            lock_new(fd)
+            os.replace(temp, target)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        hold.adopt(fd)
+        return size
 
     # -- reading -----------------------------------------------------------------
     @classmethod
@@ -125,6 +222,7 @@ class CompileLog:
         log = cls(events, header=header)
         log.path = path
         log.wall_time_s = wall_time_s
+        log._size = (signature(path) or (0, 0, 0, 0))[2]  # appends check the file is still whole
         return log
 
     @classmethod
@@ -240,3 +338,11 @@ class CompileLog:
         if walls:
             header["wall_time_s"] = max(walls)
         return cls(events, header=header)
+
+
+def _refuse_special(path: Path) -> None:
+    """A device or a pipe is never replaced by a log file (``/dev/null`` stays a device): such a
+    path is refused with an ``OSError`` naming it."""
+    if path.exists() and not path.is_file():
+        raise OSError(f"{path} is not a regular file (a device, pipe or folder): a compile log "
+                      "is written to a file; give a file path")

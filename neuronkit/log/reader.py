@@ -3,7 +3,9 @@ ones skipped and named.
 
 A log is untrusted input (logs travel between machines and people). Each line must be the header,
 an event, an update line or a wall-time line; what fails is skipped with one warning per file that
-names the line and the field, and every good line is kept.
+names the line and the field, and every good line is kept. A line no parser can hold (an integer
+of 5000 digits, brackets nested 100k deep) is one more bad line; such a header is a
+``LogFormatError``. The warning and the errors name the file without its control characters.
 
 Speed: a file is read 4 MB at a time; the event lines neuronkit writes are decoded and checked
 against the schema together, in C (msgspec); only a block with a doubt in it is read line by
@@ -25,6 +27,7 @@ from neuronkit.events.schema import (
     EVENT_LINE_START,
     FORMAT,
     FORMAT_VERSION,
+    MAX_COUNT,
     EventLine,
     LogFolderError,
     LogFormatError,
@@ -35,6 +38,7 @@ from neuronkit.events.schema import (
     wall_problem,
 )
 from neuronkit.log.gc_pause import paused_gc
+from neuronkit.safe import strip_control
 
 __all__ = ["read_log"]
 
@@ -42,11 +46,12 @@ __all__ = ["read_log"]
 def read_log(path: Path) -> tuple[dict[str, Any], list[CompileEvent], float | None]:
     """The header, the good events (update lines applied) and the wall time of a log file;
     one warning names the lines skipped."""
+    name = strip_control(path, keep_newlines=False)
     if path.is_dir():
-        raise LogFolderError(f"{path} is a folder, not a compile log: pass a .jsonl file "
+        raise LogFolderError(f"{name} is a folder, not a compile log: pass a .jsonl file "
                              "(per-rank logs in a folder: nk.merge_logs(folder))")
     if not path.is_file():
-        raise FileNotFoundError(f"compile log not found: {path}")
+        raise FileNotFoundError(f"compile log not found: {name}")
     reader = _Reader(path)
     with paused_gc(keep=True), open(path, "rb") as fh:
         header = reader.header(fh.readline())
@@ -68,6 +73,26 @@ def read_log(path: Path) -> tuple[dict[str, Any], list[CompileEvent], float | No
 _SHOWN = 10  # bad lines named in the warning; the rest are counted
 _BLOCK = 4 << 20  # bytes read (and lines parsed) at a time
 _ALL_FIELDS = attrgetter(*FIELDS)
+_TOO_DEEP = "lists or objects nested too deep to read"
+
+
+def _long_int(digits: str) -> int | float:
+    """An integer literal; one longer than ``int()`` reads (4300 digits) as +-infinity."""
+    try:
+        return int(digits)
+    except ValueError:
+        return float(digits)
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``, but an integer too long for ``int()`` reads as infinity, which every field
+    rejects, and an unknown field drops unread (as the C decoder drops it), not the line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # Python's limit on the digits of an int
+        return json.loads(text, parse_int=_long_int)
 
 
 class _Reader:
@@ -76,6 +101,7 @@ class _Reader:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.name = strip_control(path, keep_newlines=False)  # as messages show it
         self.events: list[CompileEvent] = []
         self.updates: list[tuple[int, dict[str, Any]]] = []
         self.wall_time_s: float | None = None
@@ -92,13 +118,17 @@ class _Reader:
             return raw.decode("utf-8", errors="replace")
 
     def header(self, raw: bytes) -> dict[str, Any]:
-        path = self.path
+        path = self.name
         if not raw:
             raise LogFormatError(f"{path} is empty: not a neuronkit compile log")
         try:
             header = json.loads(self._text(1, raw))
         except json.JSONDecodeError as exc:
             raise LogFormatError(f"{path} does not start with a neuronkit header line: {exc}") from exc
+        except (ValueError, RecursionError) as exc:  # 4300+ digits, nested past the recursion limit
+            why = _TOO_DEEP if isinstance(exc, RecursionError) else "an integer too long to read"
+            raise LogFormatError(f"{path}: its header line holds {why}: a damaged header, not a "
+                                 "log neuronkit can read") from None
         if not isinstance(header, dict) or header.get("format") != FORMAT:
             raise LogFormatError(
                 f"{path} is not a neuronkit compile log (first line has no "
@@ -123,7 +153,8 @@ class _Reader:
             else:
                 self.wall_time_s = header["wall_time_s"]
         ranks = header.get("ranks", [])
-        if type(ranks) is not list or any(type(r) is not int or r < 0 for r in ranks):
+        if type(ranks) is not list or any(type(r) is not int or not 0 <= r <= MAX_COUNT
+                                          for r in ranks):
             self.bad.append((1, f"header ranks: expected a list of ranks, got {show(ranks)}"))
             del header["ranks"]
         return header
@@ -141,7 +172,7 @@ class _Reader:
         if not any(b'"seq"' in rows[k] for k in others):  # else events would change order
             try:
                 events = decode_event_lines(b"[" + b",".join(compress(rows, is_event)) + b"]")
-            except (msgspec.ValidationError, msgspec.DecodeError):
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
                 events = None
         if events is None or len(events) != len(rows) - len(others):
             for number, raw in enumerate(rows, start=first):
@@ -156,12 +187,15 @@ class _Reader:
         if not text or text.isspace():
             return
         try:
-            data = json.loads(text)
+            data = _loads(text)
         except json.JSONDecodeError as exc:
             if not terminated:
                 self.bad.append((number, "truncated last line: the writer stopped mid-line"))
             else:
                 self.bad.append((number, f"not JSON: {exc.msg} at column {exc.colno}"))
+            return
+        except RecursionError:
+            self.bad.append((number, _TOO_DEEP))
             return
         if type(data) is not dict:
             self.bad.append((number, f"expected a JSON object, got {type(data).__name__}"))
@@ -221,9 +255,9 @@ class _Reader:
             lines = ", ".join(str(n) for n in self.replaced[:_SHOWN])
             more = f" and {len(self.replaced) - _SHOWN} more" if len(self.replaced) > _SHOWN else ""
             notes.append(f"invalid UTF-8 read as U+FFFD on line {lines}{more}")
-        if notes:
-            warnings.warn(f"{self.path}: " + "; ".join(notes) + f"; kept {len(self.events)} "
-                          "events", stacklevel=4)
+        if notes:  # one line, nothing a terminal acts on: the file name and keys are anyone's
+            message = f"{self.path}: " + "; ".join(notes) + f"; kept {len(self.events)} events"
+            warnings.warn(strip_control(message, keep_newlines=False), stacklevel=4)
         return self.wall_time_s
 
 

@@ -7,13 +7,14 @@
 Events come from the sources (``sources/``: torch's structured trace, read in process), which
 hand each recorder a typed CompileEvent; the recorder adds rank, context and device and owns the
 log. Several recorders may be active at once: each sees every compile. A recorder may be started
-again after ``stop()``: it continues the same log. ``log_path`` is (re)written with a header line
-(``header.py``), then each event is appended and flushed as it happens.
+again after ``stop()``: it continues the same log. ``with rec:`` blocks may nest: only the
+outermost exit stops it. ``log_path`` is (re)written with a header line (``header.py``), then
+each event is appended and flushed as it happens.
 
-One log file, one recorder (``log_file.py``): another recorder given the same path is refused
-(``LogPathInUseError``) instead of truncating it. A failed write costs no event: the event stays
-in ``rec.events`` and reaches the subscribers (dashboard, Trainer callback); the failure is said
-once (all of them: ``rec.write_errors``).
+One file, one writer (``log_file.py``, ``log/file_lock.py``): another recorder or log given the
+same path is refused (``LogPathInUseError``) instead of truncating it. A failed write costs no
+event: the event stays in ``rec.events`` and reaches the subscribers (dashboard, Trainer
+callback); the failure is said once (all of them: ``rec.write_errors``).
 
 Compiles in progress: ``rec.compiling`` and ``rec.subscribe_starts(fn)`` (``CompileStart``, see
 ``sources/starts.py``): when a compile begins, when its input shapes are known, when it ends.
@@ -25,6 +26,7 @@ import contextvars
 import dataclasses
 import itertools
 import os
+import threading
 import time
 from typing import Any, Callable, Iterator
 
@@ -51,9 +53,11 @@ class CompileRecorder:
     ``log_path``: JSONL file to mirror the log to (None: memory only). ``device`` / ``backend``:
     stored in the header, and on events where torch does not say better (default: ``nk.detect()``;
     an event's device is that of the compiled function's first input tensor, its backend the one
-    the compile really used, when torch's trace names them). ``rank``: default $RANK, else the
-    torch.distributed rank, else 0. ``context``: the label of events from threads
-    that set none (see ``context()``; labels are per thread / ``contextvars`` context).
+    the compile really used, when torch's trace names them). A device detected, not given, goes
+    in the header only when it is the CPU: on a Neuron host the run may still use the CPU, and the
+    events say which. ``rank``: default $RANK, else the torch.distributed rank, else 0.
+    ``context``: the label of events from threads that set none (see ``context()``; labels are
+    per thread / ``contextvars`` context).
     ``quiet``: hide torch's own recompile-limit warning (neuronkit warns instead); the recorder
     never turns on any torch logging itself.
     """
@@ -63,6 +67,7 @@ class CompileRecorder:
                  quiet: bool = True) -> None:
         if rank is not None and (not isinstance(rank, int) or rank < 0):
             raise ValueError(f"rank must be a non-negative int, got {rank!r}")
+        told = bool(device)
         if not (device and backend):
             found = detected()
             device, backend = device or found[0], backend or found[1]
@@ -72,7 +77,12 @@ class CompileRecorder:
         self.subscriber_errors: list[BaseException] = []
         self._started: float | None = None
         self._wall_s = 0.0
-        header = default_header(device=self.device, backend=self.backend, rank=self.rank)
+        self._depth = 0  # nested ``with rec:`` blocks: only the outermost exit stops it
+        self._depth_lock = threading.Lock()
+        # the header claims no device the run may not use: on an accelerator host a default
+        # recorder cannot tell (a CPU run on a Neuron host), so the events say theirs
+        claimed = self.device if told or self.device == "cpu" else ""
+        header = default_header(device=claimed, backend=self.backend, rank=self.rank)
         self._file = LogFile(self, header, log_path)  # refused if another recorder writes it
         self.log = self._file.log
         self.write_errors = self._file.errors  # failed writes to log_path (events are kept)
@@ -128,10 +138,17 @@ class CompileRecorder:
         return self
 
     def __enter__(self) -> CompileRecorder:
-        return self.start()
+        with self._depth_lock:
+            self.start()
+            self._depth += 1
+        return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        self.stop()
+        """Stop at the outermost ``with`` block's exit (an inner one leaves it recording)."""
+        with self._depth_lock:
+            self._depth = max(self._depth - 1, 0)
+            if self._depth == 0:
+                self.stop()
 
     def __repr__(self) -> str:
         state = "active" if self.active else "stopped"

@@ -5,17 +5,19 @@ transformers routes the decode step of most models through one shared wrapper fu
 events name it ``wrapped_func``): graphs of every model and plan in the process count against
 one limit. Past it torch marks the code run-only and runs every new shape eager, silently, until
 ``torch.compiler.reset()``. ``load_model`` warns when the function is full already; the workloads
-fit the limit to a plan (``workloads/recompile_limit.py``). Reads (and, in :func:`compile_again`,
-clears) Dynamo's per-code state.
+fit the limit to a plan (``workloads/recompile_limit.py``); :func:`codes_at_limit` finds every
+code that holds the limit's graphs (``nk.compile_budget`` lets them check again, so torch records
+its refusal in the block). Reads (and, in :func:`compile_again`, clears) Dynamo's per-code state.
 """
 from __future__ import annotations
 
+import sys
 import warnings
 from types import CodeType
 from typing import Any
 
-__all__ = ["RecompileLimitWarning", "compile_again", "decode_code", "held_graphs", "location_of",
-           "recompile_limits", "room_left", "warn_if_full"]
+__all__ = ["RecompileLimitWarning", "codes_at_limit", "compile_again", "decode_code", "held_graphs",
+           "location_of", "recompile_limits", "room_left", "warn_if_full"]
 
 
 class RecompileLimitWarning(UserWarning):
@@ -68,6 +70,22 @@ def compile_again(code: CodeType) -> bool:
         return False
     set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
     return True
+
+
+def codes_at_limit() -> list[CodeType]:
+    """The codes Dynamo compiled that hold as many graphs as its limits allow: run-only since
+    their limit hit (torch keeps no list of those), so a new shape runs eager with no record.
+    Letting one compile again (:func:`compile_again`) changes nothing but that record: torch
+    checks the limit at its next new shape, refuses it again and says so."""
+    if "torch._dynamo.convert_frame" not in sys.modules:  # nothing compiled in this process
+        return []
+    try:
+        from torch._dynamo.convert_frame import input_codes
+    except ImportError:
+        return []
+    limit = min(recompile_limits())
+    codes = (ref() for ref in list(input_codes.seen))
+    return [code for code in codes if code is not None and held_graphs(code) >= limit]
 
 
 def warn_if_full(model: Any) -> None:

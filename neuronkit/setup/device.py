@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuronkit.safe import terminal_safe
 from neuronkit.setup.neuron_stack import NEURON_PIP_REPO, Finding, instance_type, native_findings
 from neuronkit.setup.packages import module_installed, package_version
 
@@ -123,7 +124,8 @@ def import_neuronx() -> Any | None:
     try:
         return importlib.import_module("torch_neuronx")
     except Exception as exc:  # a broken install must not hide the rest of the report
-        warnings.warn(f"torch_neuronx is installed but failed to import: {exc}", stacklevel=3)
+        warnings.warn(terminal_safe(f"torch_neuronx is installed but failed to import: {exc}"),
+                      stacklevel=3)
         return None
 
 

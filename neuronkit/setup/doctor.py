@@ -7,6 +7,7 @@ import os
 import time
 
 from neuronkit._version import __version__
+from neuronkit.safe import strip_control
 from neuronkit.setup.cache import inspect_cache
 from neuronkit.setup.cache_report import CacheReport
 from neuronkit.setup.device import CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, STACK_NAMES, DeviceReport, detect
@@ -112,7 +113,8 @@ def _table(title: str, rows: list[tuple[str, str]]) -> list[str]:
 
 
 def doctor_report(cache_dir: str | os.PathLike | None = None) -> str:
-    """One readable report of what neuronkit found and will use, and the traps it checked."""
+    """One readable report of what neuronkit found and will use, and the traps it checked (values
+    from the environment and file names shown without control characters)."""
     report, backend_check = _detect()
     versions = dict(report.versions)
     versions.update({"accelerate": package_version("accelerate"),
@@ -154,4 +156,5 @@ def doctor_report(cache_dir: str | os.PathLike | None = None) -> str:
         lines.append(f"No Neuron device was found: neuronkit runs on {report.device} with the "
                      f"{report.compile_backend!r} compile backend instead. Compile events, shapes "
                      "and advice are the same kind; compile times are not Neuron's.")
-    return "\n".join(lines)
+    # each line one line, nothing a terminal acts on: paths and settings come from the environment
+    return "\n".join(strip_control(line, keep_newlines=False) for line in lines)

@@ -72,32 +72,19 @@ def _is_built(folder: Path) -> bool:
 def _build_into(folder: Path) -> None:
     """Copy the shipped tokenizer, config, trained weights and generation config into
     ``folder``, then stamp it."""
-    files = _shipped_files()
-    if not any(f.name == "model.safetensors" for f in files):
-        raise FileNotFoundError(f"the tiny model's weights are missing from the package "
-                                f"({_shipped()}); reinstall neuronkit")
-    for f in files:
+    for f in _shipped_files():
         (folder / f.name).write_bytes(f.read_bytes())
     (folder / STAMP_FILE).write_text(json.dumps(_stamp(), indent=2) + "\n")
 
 
-def tiny_model(home: str | os.PathLike | None = None) -> Path:
-    """Folder of the embedded tiny Qwen3 + tokenizer; copied once from the package, then reused.
-
-    It lives in ``<home>/tiny-qwen3`` (home: argument, ``$NEURONKIT_HOME``, or the user cache
-    folder). Concurrent first calls are safe: it is built in a temporary folder beside the
-    target under a file lock, then renamed into place.
-    """
+def _build(root: Path, target: Path) -> None:
+    """Build ``target`` in a temporary folder beside it under a file lock, then rename it."""
     from filelock import FileLock
 
-    root = neuronkit_home(home)
-    target = root / TINY_NAME
-    if _is_built(target):
-        return target
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f"{TINY_NAME}.lock")):
         if _is_built(target):  # another process finished it while we waited
-            return target
+            return
         for leftover in root.glob(f".{TINY_NAME}-*"):  # from a build that was killed
             shutil.rmtree(leftover, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{TINY_NAME}-", dir=root))
@@ -111,4 +98,28 @@ def tiny_model(home: str | os.PathLike | None = None) -> Path:
             os.replace(tmp, target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tiny_model(home: str | os.PathLike | None = None) -> Path:
+    """Folder of the embedded tiny Qwen3 + tokenizer; copied once from the package, then reused.
+
+    It lives in ``<home>/tiny-qwen3`` (home: argument, ``$NEURONKIT_HOME``, or the user cache
+    folder). Concurrent first calls are safe: it is built in a temporary folder beside the
+    target under a file lock, then renamed into place. A home that cannot hold it (a file,
+    a read-only folder) is a ``ValueError`` that says so.
+    """
+    root = neuronkit_home(home)
+    target = root / TINY_NAME
+    if _is_built(target):
+        return target
+    if not any(f.name == "model.safetensors" for f in _shipped_files()):
+        raise FileNotFoundError(f"the tiny model's weights are missing from the package "
+                                f"({_shipped()}); reinstall neuronkit")
+    try:
+        _build(root, target)
+    except OSError as exc:
+        why = "it is a file" if root.is_file() else exc.strerror or str(exc)
+        raise ValueError(f"cannot write the tiny model into {root} ({why}): neuronkit's home "
+                         f"must be a folder you can write; pass home= or set ${HOME_ENV} to one "
+                         f"(${HOME_ENV} is {os.environ.get(HOME_ENV) or 'not set'})") from exc
     return target

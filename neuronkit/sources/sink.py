@@ -7,6 +7,7 @@ import warnings
 from typing import TYPE_CHECKING, Protocol
 
 from neuronkit.events.event import CompileEvent
+from neuronkit.safe import strip_control, terminal_safe
 
 if TYPE_CHECKING:
     from neuronkit.sources.starts import CompileStart
@@ -34,10 +35,13 @@ class EventSource(Protocol):
 
 
 def say(message: str, location: str = "") -> None:
-    """A RuntimeWarning (at ``file:line`` if given) that never raises into torch's compile."""
+    """A RuntimeWarning (at ``file:line`` if given) that never raises into torch's compile; the
+    message and the file name are shown without control characters."""
     filename, _, line = location.rpartition(":")
+    message = terminal_safe(message)
     with contextlib.suppress(Warning):  # warnings turned into errors must not break the compile
         if filename and line.isdigit():
-            warnings.warn_explicit(message, RuntimeWarning, filename, int(line))
+            warnings.warn_explicit(message, RuntimeWarning, strip_control(filename, keep_newlines=False),
+                                   int(line))
         else:
             warnings.warn(message, RuntimeWarning, stacklevel=3)

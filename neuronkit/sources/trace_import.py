@@ -29,6 +29,7 @@ from typing import Any, Iterator
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import in_start_order
 from neuronkit.events.schema import FORMAT, FORMAT_VERSION, explain_event
+from neuronkit.safe import strip_control
 from neuronkit.sources.assemble import FrameName, FunctionState, TracedParts, assemble, break_events
 from neuronkit.sources.torch_logs import trace_file_rank, trace_record
 from neuronkit.sources.torch_text import break_site, input_name, parse_device, parse_reasons
@@ -215,9 +216,9 @@ class _FileReader:
         self.bad.sort()
         shown = ", ".join(f"line {n} ({why})" for n, why in self.bad[:_SHOWN])
         more = f", and {len(self.bad) - _SHOWN} more" if len(self.bad) > _SHOWN else ""
-        warnings.warn(f"{self.path}: skipped {len(self.bad)} bad trace line"
-                      f"{'s' if len(self.bad) > 1 else ''}: {shown}{more}; kept "
-                      f"{len(self.events)} events", stacklevel=4)
+        warnings.warn(strip_control(f"{self.path}: skipped {len(self.bad)} bad trace line"
+                                    f"{'s' if len(self.bad) > 1 else ''}: {shown}{more}; kept "
+                                    f"{len(self.events)} events", keep_newlines=False), stacklevel=4)
 
 
 def _recompile_limit(m: dict[str, Any]) -> int:

@@ -27,6 +27,7 @@ from neuronkit.events.event import GRAPH_KINDS
 from neuronkit.events.facts import compile_seconds, graphs
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.recorder.recorder import CompileRecorder
+from neuronkit.safe import terminal_safe
 from neuronkit.setup.process import default_rank
 from neuronkit.sources.torch_text import changed_dim, is_mode_change
 from neuronkit.workloads.dataset_shapes import check_static_shapes
@@ -171,7 +172,7 @@ class CompileEventsCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         self.close()
         if not self.quiet and state.is_world_process_zero:
-            print(self.summary())
+            print(terminal_safe(self.summary()))
 
     def close(self) -> None:
         """Stop listening, and stop the recorder if this callback started it (safe to repeat)."""

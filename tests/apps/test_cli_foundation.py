@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -128,3 +130,100 @@ def test_demo_on_neuron_reports_measured_times_without_a_projection(fake_neuron,
     assert "measured on Neuron" in table
     naive = next(ln for ln in table.splitlines() if ln.startswith("naive"))
     assert naive.split() == ["naive", "2", "2.00", "5.00"]
+
+
+# ---- what the command line cannot do is one line and exit 2, never a traceback -----------------
+
+def _one_clear_line(capsys, *words: str) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    for word in words:
+        assert word in err, err
+    return err
+
+
+@pytest.mark.parametrize("home", ["a file", "under a file"])
+def test_demo_with_neuronkit_home_on_a_file_is_a_clear_error(no_neuron, monkeypatch, tmp_path,
+                                                             capsys, home):
+    (tmp_path / "f").write_text("not a folder")
+    folder = tmp_path / "f" if home == "a file" else tmp_path / "f" / "home"
+    monkeypatch.setenv("NEURONKIT_HOME", str(folder))
+    assert main(["demo", "--requests", "1", "--max-new-tokens", "1",
+                 "--log-dir", str(tmp_path / "logs")]) == 2
+    _one_clear_line(capsys, "neuronkit demo: error:", f"{folder}", "NEURONKIT_HOME")
+
+
+@pytest.mark.skipif(not Path("/sys").is_dir(), reason="needs Linux's read-only /sys")
+def test_demo_with_a_read_only_neuronkit_home_is_a_clear_error(no_neuron, monkeypatch, tmp_path,
+                                                               capsys):
+    """A home nobody can write, root included (chmod does not stop root; /sys refuses mkdir)."""
+    folder = Path("/sys/neuronkit-test-home")
+    monkeypatch.setenv("NEURONKIT_HOME", str(folder))
+    assert main(["demo", "--requests", "1", "--max-new-tokens", "1",
+                 "--log-dir", str(tmp_path / "logs")]) == 2
+    _one_clear_line(capsys, "neuronkit demo: error:", f"{folder}", "NEURONKIT_HOME")
+
+
+def test_tiny_model_in_a_home_that_refuses_writes_is_a_clear_error(monkeypatch, tmp_path):
+    """What a read-only home does, for root too (chmod does not stop root): the build's writes
+    fail with PermissionError."""
+    from neuronkit.setup import tiny
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path))
+
+    monkeypatch.setattr(tiny.tempfile, "mkdtemp", refused)
+    with pytest.raises(ValueError, match=r"cannot write the tiny model into .*Permission denied.*"
+                                         r"NEURONKIT_HOME"):
+        tiny.tiny_model(tmp_path / "home")
+
+
+def test_demo_log_dir_on_a_file_is_a_clear_error(no_neuron, tmp_path, capsys):
+    (tmp_path / "f").write_text("not a folder")
+    (tmp_path / "logs" / "naive.jsonl").mkdir(parents=True)  # where the first log goes
+    for log_dir in (tmp_path / "f", tmp_path / "f" / "logs", tmp_path / "logs"):
+        assert main(["demo", "--requests", "1", "--log-dir", str(log_dir)]) == 2
+        _one_clear_line(capsys, "neuronkit demo: error:", f"--log-dir {log_dir}")
+
+
+@pytest.mark.parametrize("where", ["/dev/full", "under a file"])
+def test_warmup_log_that_cannot_be_written_is_a_clear_error(no_neuron, tiny_model_path, tmp_path,
+                                                            capsys, where):
+    if where == "/dev/full" and not os.path.exists(where):
+        pytest.skip("/dev/full: Linux")
+    (tmp_path / "f").write_text("not a folder")
+    log = where if where == "/dev/full" else str(tmp_path / "f" / "log.jsonl")
+    assert main(["warmup", str(tiny_model_path), "--buckets", "8", "--batch-sizes", "1",
+                 "--max-new-tokens", "1", "--dtype", "float32", "--log", log]) == 2
+    said = ("--log /dev/full is not a file (a device or a pipe): name a file" if log == where
+            else f"cannot write the compile log to {log}: ")
+    _one_clear_line(capsys, f"neuronkit warmup: error: {said}")
+    if where == "/dev/full":  # refused before any write: the device is still a device
+        assert stat.S_ISCHR(os.stat(where).st_mode)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGPIPE and pipes: POSIX")
+@pytest.mark.parametrize("how", [[], ["--json"], ["--fail-on", "warning"]],
+                         ids=["text", "json", "fail-on"])
+def test_report_into_a_pipe_closed_early_exits_quietly(tmp_path, how):
+    """`neuronkit report LOG | head -1`: the reader has what it wanted; no traceback, and the
+    exit code is still the report's own (--fail-on: 3 for the findings)."""
+    from neuronkit.events.event import CompileEvent
+    from neuronkit.log.compile_log import CompileLog
+
+    path = tmp_path / "log.jsonl"
+    CompileLog([CompileEvent(seq=i, function="forward", started_at=float(i), duration_s=0.5,
+                             kind="first" if i == 0 else "recompile", reasons=["x" * 200],
+                             input_shapes={"x": [2, i]}) for i in range(2000)],
+               header={"format": "neuronkit-compile-log", "version": 2}, path=path)
+    proc = subprocess.Popen([sys.executable, "-m", "neuronkit", "report", str(path), "--limit",
+                             "all", *how], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()  # then the reader goes away, as head -1 does
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    if "--fail-on" in how:
+        assert proc.wait(120) == 3 and err.startswith("neuronkit report: ") and err.count("\n") == 1
+    else:
+        assert proc.wait(120) == 0 and err == ""
+    assert first.strip()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import warnings
 
 import pytest
 
@@ -205,3 +206,94 @@ def test_error_messages_are_terminal_safe(tmp_path, capsys):
     assert main(["report", str(tmp_path / "x\x1b]0;title\x07\u202e.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "not found" in err and "\x1b" not in err and "\u202e" not in err
+
+
+# ---- hostile logs: names and keys with escapes, numbers out of range, a closed pipe ------------
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                      "\u2028\u2029]")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _append(path, *lines: dict) -> None:
+    with path.open("a", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(line) + "\n" for line in lines)
+
+
+def test_a_file_name_and_a_key_with_escapes_reach_no_terminal(tmp_path, capsys):
+    path = tmp_path / "log\x1b]0;x\x07\u202e.jsonl"
+    write_log(path)
+    _append(path, {"update": 0, "\u001b]0;title\u0007": 1})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["report", str(path), "--chrome-trace", str(tmp_path / "t\x1b[31m.json")]) == 0
+    captured = capsys.readouterr()
+    said = captured.out + captured.err + "".join(str(w.message) for w in caught)
+    assert "line 5 ('\\x1b]0;title\\x07': an update line may set only" in said
+    assert not CONTROLS.search(said), repr(said)
+
+
+def _out_of_range_log(path) -> None:
+    write_log(path)
+    good = CompileEvent(function="forward", kind="recompile", started_at=60.0, duration_s=1.0,
+                        input_shapes={"input_ids": [2, 16]}).to_dict()
+    _append(path, *({**good, "seq": 3 + i, **fields} for i, fields in enumerate([
+        {"duration_s": 1e308}, {"started_at": 1e308}, {"started_at": -1e308},
+        {"neff_compile_s": 1.7e308}, {"calls": 10**300, "kind": "eager_fallback"},
+        {"input_shapes": {"input_ids": [2, 10**300]}}, {"metrics": {"x": 10**300}}])),
+            {"wall_time_s": 1e308})
+
+
+def test_numbers_out_of_range_never_reach_the_outputs(tmp_path, capsys):
+    """Finite numbers near 1e308 once gave report --json an Infinity (not JSON), made --png and
+    --chrome-trace exit 2 with matplotlib's and json's words, and ran text lines to 659 columns."""
+    from neuronkit.views.charts import dashboard_chart, save_png
+
+    path, png, trace = tmp_path / "log.jsonl", tmp_path / "t.png", tmp_path / "t.json"
+    _out_of_range_log(path)
+    with pytest.warns(UserWarning, match=r"skipped 8 bad lines: line 5 \(duration_s"):
+        assert main(["report", str(path), "--json", "--png", str(png), "--chrome-trace",
+                     str(trace)]) == 0
+    data = json.loads(capsys.readouterr().out, parse_constant=_no_constant)
+    assert data["counts"]["events"] == 3 and data["wall_time_s"] == 20.0
+    json.loads(trace.read_text(), parse_constant=_no_constant)
+    assert png.read_bytes().startswith(PNG_SIGNATURE)
+    with pytest.warns(UserWarning, match="skipped 8 bad lines"):
+        assert main(["report", str(path), "--limit", "all"]) == 0
+        save_png(dashboard_chart(CompileLog.load(path)), tmp_path / "dashboard.png")
+    assert max(map(len, capsys.readouterr().out.splitlines())) <= 120
+
+
+def test_a_log_at_every_bound_renders_everywhere(tmp_path, capsys):
+    """The bounds are where a number stops being a measurement; up to them every output works:
+    JSON stays JSON, the trace and both charts draw, and nothing overflows on the way."""
+    from neuronkit.events.schema import MAX_COUNT, MAX_SECONDS, MAX_TIME
+    from neuronkit.views.charts import dashboard_chart, save_png
+
+    path = tmp_path / "log.jsonl"
+    log = CompileLog(header={"format": "neuronkit-compile-log", "version": 2, "device": "cpu",
+                             "wall_time_s": MAX_SECONDS}, path=path)
+    for i, (start, kind) in enumerate([(-MAX_TIME, "first"), (MAX_TIME, "recompile"),
+                                       (0.0, "kernels"), (1.0, "eager_fallback"),
+                                       (2.0, "limit_hit")]):
+        log.append(CompileEvent(
+            seq=MAX_COUNT - i, function="forward", started_at=start, duration_s=MAX_SECONDS,
+            neff_compile_s=MAX_SECONDS, neff_cache="compiled", kind=kind, rank=MAX_COUNT,
+            graph_count=MAX_COUNT, calls=MAX_COUNT, kernels=MAX_COUNT, ops={"aten::mm": MAX_COUNT},
+            input_shapes={"x": [MAX_COUNT, i]}, metrics={"a": 2**63 - 1, "b": -1.7e308}))
+    png, trace = tmp_path / "t.png", tmp_path / "t.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no skipped line, no overflow in numpy or matplotlib
+        assert main(["report", str(path), "--json", "--png", str(png), "--chrome-trace",
+                     str(trace)]) == 0
+        data = json.loads(capsys.readouterr().out, parse_constant=_no_constant)
+        assert main(["report", str(path), "--limit", "all"]) == 0
+        text = capsys.readouterr().out
+        save_png(dashboard_chart(CompileLog.load(path)), tmp_path / "dashboard.png")
+    assert data["counts"]["events"] == 5
+    json.loads(trace.read_text(), parse_constant=_no_constant)
+    assert png.read_bytes().startswith(PNG_SIGNATURE)
+    assert max(map(len, re.findall(r"[\d.,]+", text))) <= 20  # no number wider than 16 digits
+    assert max(map(len, text.splitlines())) < 140  # (126: 16-digit columns keep every digit)

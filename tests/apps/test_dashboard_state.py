@@ -244,3 +244,45 @@ def test_advice_is_diagnosed_again_only_when_the_log_changed(monkeypatch):
         pass
     state.refresh()
     assert len(calls) == 3
+
+
+# -- exports never overwrite what they were not asked to --------------------------------------------
+def test_save_log_never_overwrites_the_replayed_log(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(saved(tmp_path, "run.jsonl", ("f", "f")) + b"{a line it cannot read\n")
+    with pytest.warns(UserWarning, match="not JSON"):
+        state = DashboardState.replay(path)
+    before = path.read_bytes()
+    for overwrite in (False, True):
+        with pytest.raises(FileExistsError, match=r"the replayed log.*another name"):
+            state.export_log(path, overwrite=overwrite)  # before: rewritten, its bad line gone
+        assert path.read_bytes() == before
+        assert state.status_kind == "error" and "run.jsonl" in state.status
+    assert state.export_log(tmp_path / "copy").name == "copy.jsonl"
+    assert state.status_kind == "ok"
+
+
+def test_save_log_and_chart_refuse_an_existing_file_unless_asked(tmp_path):
+    state = DashboardState(log=CompileLog([CompileEvent(function="f", kind="first")]))
+    for export, name in ((state.export_log, "earlier.jsonl"), (state.export_png, "earlier.png")):
+        earlier = tmp_path / name
+        earlier.write_bytes(b"an earlier export")
+        with pytest.raises(FileExistsError, match=r"already exists.*another name.*overwrite=True"):
+            export(earlier)  # before: overwritten without asking
+        assert earlier.read_bytes() == b"an earlier export"
+        assert state.status_kind == "error" and name in state.status
+        assert export(earlier, overwrite=True) == earlier
+        assert earlier.read_bytes() != b"an earlier export" and state.status_kind == "ok"
+
+
+# -- padding -----------------------------------------------------------------------------------------
+def test_padding_max_pads_every_prompt_to_the_largest_boundary(live):
+    live.reset()
+    live.padding, live.boundaries = "max", "16, 8,12"
+    assert live.buckets().boundaries == (16,)
+    tokens = len(live.tokenizer("the cat")["input_ids"])  # fewer than 8: the smallest bucket fits
+    result = live.generate("the cat")
+    assert result.buckets.boundaries == (16,)
+    assert result.padding_waste == pytest.approx(1 - tokens / 16)
+    live.padding = "buckets"
+    assert live.generate("the cat").padding_waste == pytest.approx(1 - tokens / 8)

@@ -10,15 +10,28 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 import warnings
 
+import msgspec
 import pytest
 
 from neuronkit.events.event import CompileEvent
-from neuronkit.events.schema import FORMAT, FORMAT_VERSION, LogFolderError, LogFormatError
+from neuronkit.events.schema import (
+    FORMAT,
+    FORMAT_VERSION,
+    MAX_COUNT,
+    MAX_DEPTH,
+    MAX_SECONDS,
+    MAX_TIME,
+    LogFolderError,
+    LogFormatError,
+    decode_event_lines,
+    event_problem,
+)
 from neuronkit.log import compile_log
 from neuronkit.log.compile_log import CompileLog
 
@@ -290,7 +303,7 @@ def recorder(path, **kw):
 
 
 def test_a_second_recorder_on_an_active_recorders_path_is_refused(tmp_path):
-    from neuronkit.recorder.log_file import LogPathInUseError
+    from neuronkit.log.file_lock import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     outer = recorder(path).start()
@@ -311,7 +324,7 @@ def test_a_second_recorder_on_an_active_recorders_path_is_refused(tmp_path):
 
 
 def test_a_restart_after_another_recorder_rewrote_the_file_is_refused(tmp_path):
-    from neuronkit.recorder.log_file import LogPathInUseError
+    from neuronkit.log.file_lock import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     first = recorder(path)
@@ -364,7 +377,7 @@ HOLDER = textwrap.dedent("""
 
 @pytest.mark.skipif(sys.platform == "win32", reason="flock: POSIX only")
 def test_two_processes_on_one_path_and_a_killed_holder_leaves_no_lock(tmp_path):
-    from neuronkit.recorder.log_file import LogPathInUseError
+    from neuronkit.log.file_lock import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
@@ -383,6 +396,8 @@ def test_two_processes_on_one_path_and_a_killed_holder_leaves_no_lock(tmp_path):
 
 
 # -- the fast path (events decoded together) and the line-by-line path agree --------------------
+HAND = json.dumps({"function": "hand", "kind": "recompile", "seq": 3})  # another key order: the
+# block it is in is read line by line
 MUTATIONS = [
     {}, {"seq": -1}, {"seq": 1.0}, {"seq": True}, {"rank": -2}, {"calls": -1}, {"kernels": -3},
     {"graph_count": "1"}, {"duration_s": -0.1}, {"duration_s": 1}, {"started_at": "now"},
@@ -392,6 +407,27 @@ MUTATIONS = [
     {"reasons": ["a", 1]}, {"reasons": "a"}, {"ops": {"aten::mm": 2}}, {"ops": {"aten::mm": -2}},
     {"ops": {"aten::mm": True}}, {"forecast": 1}, {"metrics": []}, {"function": 7},
     {"extra_field": "kept out"},
+    # out of range: finite numbers no view can show, integers wider than 64 bits, deep nesting
+    {"duration_s": 1e308}, {"neff_compile_s": 1e300}, {"started_at": 1e308}, {"started_at": -1e300},
+    {"seq": 2**64}, {"rank": 2**63}, {"calls": 10**30}, {"graph_count": 2**60}, {"kernels": 2**60},
+    {"ops": {"aten::mm": 10**20}}, {"input_shapes": {"x": [10**20]}}, {"input_shapes": {"x": [-1]}},
+    {"metrics": {"a": 10**30}}, {"metrics": {"a": -(2**64)}}, {"metrics": {"a": [1, {"b": 2**64}]}},
+    {"metrics": {"a": 1e308, "b": [1, "x", None, True, {"c": -2.5}]}},
+    {"metrics": {"a": json.loads("[" * 40 + "]" * 40)}}, {"extra_field": 10**30},
+    {"extra_field": json.loads("[" * 40 + "]" * 40)},
+    # each bound, and just past it
+    {"seq": MAX_COUNT}, {"seq": MAX_COUNT + 1}, {"rank": MAX_COUNT}, {"kernels": MAX_COUNT + 1},
+    {"duration_s": MAX_SECONDS}, {"duration_s": MAX_SECONDS * (1 + 1e-9)},
+    {"neff_compile_s": MAX_SECONDS}, {"neff_compile_s": MAX_SECONDS + 1},
+    {"started_at": -MAX_TIME}, {"started_at": MAX_TIME}, {"started_at": MAX_TIME + 1},
+    {"started_at": -MAX_TIME - 1}, {"input_shapes": {"x": [0, MAX_COUNT, "s0"]}},
+    {"input_shapes": {"x": [MAX_COUNT + 1]}}, {"ops": {"aten::mm": MAX_COUNT}},
+    {"ops": {"aten::mm": MAX_COUNT + 1}}, {"metrics": {"a": 2**63 - 1, "b": -(2**63)}},
+    {"metrics": {"a": 2**63}}, {"metrics": {"a": -(2**63) - 1}},
+    {"metrics": {"a": json.loads("[" * MAX_DEPTH + "]" * MAX_DEPTH)}},
+    {"metrics": {"a": json.loads('{"b": ' * MAX_DEPTH + "1" + "}" * MAX_DEPTH)}},
+    {"metrics": {"a": json.loads("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))}},
+    {"metrics": {"a": json.loads('{"b": ' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1))}},
 ]
 
 
@@ -400,16 +436,25 @@ MUTATIONS = [
 def test_the_block_decoder_and_the_line_checker_agree(tmp_path, change):
     """Each line is judged the same whether its block decodes at once (msgspec) or line by line
     (the checker that names the field): a crafted value never slips through the fast path."""
-    from neuronkit.events.schema import event_problem
-
     data = {**json.loads(good(1)), **change}
     expected_ok = event_problem(data, set()) is None
-    path = write(tmp_path, HEADER, good(0), json.dumps(data), good(2))
+    line = json.dumps(data)
+    path = write(tmp_path, HEADER, good(0), line, good(2))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         log = CompileLog.load(path)
-    assert ([e.seq for e in log.events] == [0, 1, 2]) is expected_ok
+    assert ([e.seq for e in log.events] == [0, data["seq"], 2]) is expected_ok
     assert bool(caught) is not expected_ok
+    try:  # the C decoder alone, on this line: it accepts exactly what the checker accepts
+        decode_event_lines(f"[{line}]".encode())
+        decoded = True
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        decoded = False
+    assert decoded is expected_ok
+    with warnings.catch_warnings(record=True):  # and the file read line by line agrees too
+        warnings.simplefilter("always")
+        by_line = CompileLog.load(write(tmp_path, HEADER, good(0), line, good(2), HAND, name="b"))
+    assert ([e.seq for e in by_line.events] == [0, data["seq"], 2, 3]) is expected_ok
 
 
 def test_blocks_split_anywhere_keep_every_line_and_its_number(tmp_path, monkeypatch):
@@ -436,3 +481,121 @@ def test_events_in_another_key_order_keep_their_place(tmp_path):
     path = write(tmp_path, HEADER, good(0), other, good(2))
     log = CompileLog.load(path)
     assert [(e.seq, e.function) for e in log.events] == [(0, "forward"), (1, "hand"), (2, "forward")]
+
+
+# -- what reaches a terminal, numbers out of range, lines no parser can hold --------------------
+TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                               "\u2066-\u2069\u2028\u2029]")
+
+
+def test_the_warning_carries_no_escape_from_a_key_or_a_file_name(tmp_path):
+    path = write(tmp_path, HEADER, good(0), json.dumps({"update": 0, "\u001b]0;title\u0007": 1}),
+                 good(1, kind="\x1b[2J\u202e"), name="log\x1b]0;x\x07\u202e\n.jsonl")
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == [0]
+    assert not TERMINAL_CONTROLS.search(message), repr(message)
+    assert message.startswith(str(tmp_path / "log .jsonl"))  # the file, its controls dropped
+    assert "line 3 ('\\x1b]0;title\\x07': an update line may set only" in message  # shown quoted
+    assert "line 4 (kind: expected one of" in message
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"duration_s": 1e308}, "duration_s: expected seconds <= 1e+09 (31 years), got 1e+308"),
+    ({"neff_compile_s": 1e300}, "neff_compile_s: expected seconds <= 1e+09"),
+    ({"started_at": 1e308}, "started_at: expected a time within ±1e+10 s, got 1e+308"),
+    ({"started_at": -1e300}, "started_at: expected a time within ±1e+10 s"),
+    ({"seq": 2**64}, "seq: expected an integer <= 9007199254740991, got 18446744073709551616"),
+    ({"rank": 10**30}, "rank: expected an integer <= 9007199254740991"),
+    ({"calls": 10**300}, "calls: expected an integer <= 9007199254740991, got 1000"),
+    ({"graph_count": 2**60}, "graph_count: expected an integer <="),
+    ({"kernels": 2**60}, "kernels: expected an integer <="),
+    ({"ops": {"aten::mm": 10**20}}, "ops: 'aten::mm' expected an integer <= 9007199254740991"),
+    ({"input_shapes": {"x": [2, 10**20]}}, "input_shapes: 'x' expected a list of sizes"),
+    ({"input_shapes": {"x": [2, -1]}}, "input_shapes: 'x' expected a list of sizes"),
+    ({"metrics": {"a": [1, {"b": 10**30}]}}, "metrics: a number out of range"),
+    ({"metrics": {"a": float("inf")}}, "metrics: a number out of range"),
+    ({"metrics": {"a": json.loads("[" * 40 + "]" * 40)}}, "metrics: nested deeper than 8"),
+])
+def test_numbers_out_of_range_skip_their_line_and_name_the_field(tmp_path, fields, said):
+    """Finite but absurd numbers (1e308 s, a 2**64 rank) once printed Infinity in report --json,
+    broke the chart and the trace, and ran a text line to 659 columns."""
+    path = write(tmp_path, HEADER, good(0), good(1, **fields), good(2))
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == [0, 2]
+    assert f"line 3 ({said}" in message
+
+
+def test_wall_times_and_updates_out_of_range_are_skipped(tmp_path):
+    header = json.dumps({"format": FORMAT, "version": 2, "wall_time_s": 1e308, "ranks": [0, 2**64]})
+    path = write(tmp_path, header, good(0), json.dumps({"update": 0, "neff_compile_s": 1e300}),
+                 json.dumps({"wall_time_s": 1e300}))
+    log, message = load_warning(path)
+    assert log.wall_time_s is None and log.events[0].neff_compile_s is None
+    assert "line 1 (header wall_time_s: expected seconds <= 1e+09" in message
+    assert "line 1 (header ranks: expected a list of ranks, got [0, 18446744073709551616])" in message
+    assert "line 3 (neff_compile_s: expected seconds <= 1e+09" in message
+    assert "line 4 (wall_time_s: expected seconds <= 1e+09" in message
+
+
+HUGE = "1" * 5000  # more digits than Python's int() reads (4300)
+DEEP = "[" * 100_000 + "]" * 100_000  # deeper than any parser recurses
+UNREADABLE = {
+    "huge seq": '{"seq": %s, "function": "f"}' % HUGE,
+    "huge time": '{"seq": 1, "function": "f", "started_at": -%s}' % HUGE,
+    "huge metric": '{"seq": 1, "function": "f", "metrics": {"a": %s}}' % HUGE,
+    "huge dim": '{"seq": 1, "function": "f", "input_shapes": {"x": [%s]}}' % HUGE,
+    "deep metric": '{"seq": 1, "function": "f", "metrics": {"a": %s}}' % DEEP,
+    "deep unknown field": '{"seq": 1, "function": "f", "from_the_future": %s}' % DEEP,
+    "deep line": DEEP,
+    "huge update": '{"update": %s, "neff_compile_s": 1}' % HUGE,
+    "huge wall time": '{"wall_time_s": %s}' % HUGE,
+}
+
+
+@pytest.mark.parametrize("block", ["decoded together", "line by line"])
+@pytest.mark.parametrize("line", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_a_line_no_parser_can_hold_costs_only_that_line(tmp_path, line, block):
+    path = write(tmp_path, HEADER, good(0), line, good(2), *([HAND] if block == "line by line" else []))
+    log, message = load_warning(path)
+    assert [e.seq for e in log.events] == ([0, 2, 3] if block == "line by line" else [0, 2])
+    assert "skipped 1 bad line: line 3 (" in message
+
+
+@pytest.mark.parametrize("block", ["decoded together", "line by line"])
+def test_an_unknown_fields_long_integer_goes_with_the_field(tmp_path, block):
+    """An unknown field is dropped unread by the C decoder: the line-by-line reader agrees."""
+    line = '{"seq": 1, "function": "f", "from_the_future": %s}' % HUGE
+    path = write(tmp_path, HEADER, good(0), line, good(2), *([HAND] if block == "line by line" else []))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log = CompileLog.load(path)
+    assert [e.seq for e in log.events][:3] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("header", [
+    '{"format": "neuronkit-compile-log", "version": 2, "torch": %s}' % HUGE,
+    '{"format": "neuronkit-compile-log", "version": 2, "torch": %s}' % DEEP,
+    DEEP,
+], ids=["huge", "deep field", "deep"])
+def test_a_header_no_parser_can_hold_is_a_format_error_naming_the_file(tmp_path, header):
+    path = write(tmp_path, header, good(0))
+    with pytest.raises(LogFormatError, match=re.escape(str(path))):
+        CompileLog.load(path)
+
+
+def test_trace_and_recorder_warnings_carry_no_escape(tmp_path):
+    """The other warnings that name a file: a TORCH_TRACE file's skipped lines, and ``say`` (a
+    log write that failed, a compile torch could not record, at the user's file and line)."""
+    from neuronkit.sources.sink import say
+
+    (tmp_path / "dedicated_log_torch_trace_\x1b]0;x\x07\u202e.log").write_text("junk \x1b[31m\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert len(CompileLog.from_torch_trace(tmp_path)) == 0
+        say("could not write the log to /logs/x\x1b]0;t\x07.jsonl", "/src/m\x1b[2J\u202e.py:3")
+    trace, written = caught
+    assert "dedicated_log_torch_trace_.log: skipped 1 bad trace line" in str(trace.message)
+    assert str(written.message) == "could not write the log to /logs/x.jsonl"
+    assert written.filename == "/src/m.py" and written.lineno == 3
+    said = "".join(str(w.message) + w.filename for w in caught)
+    assert not TERMINAL_CONTROLS.search(said), repr(said)

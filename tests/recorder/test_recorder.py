@@ -511,7 +511,7 @@ def test_a_log_folder_deleted_before_start_is_written_again(net, tmp_path):
 def test_nested_recorders_on_one_path_are_refused_and_the_outer_log_is_kept(net, tmp_path):
     import re
 
-    from neuronkit.recorder.log_file import LogPathInUseError
+    from neuronkit.log.file_lock import LogPathInUseError
 
     path = tmp_path / "compile.jsonl"
     with nk.CompileRecorder(path):
@@ -544,3 +544,18 @@ def test_no_warning_and_no_event_outside_the_recorder(net):
         warnings.simplefilter("error")
         run(net, 3)
     assert rec.events == [] and not rec.active
+
+
+def test_nested_with_blocks_stop_the_recorder_only_at_the_outermost_exit(net):
+    rec = nk.CompileRecorder()
+    with rec:
+        run(net, 3)
+        with rec:
+            run(net, 5)
+        assert rec.active  # before: the inner exit stopped it
+        run(net, 7)
+    assert not rec.active
+    assert [e.input_shapes["x"][1] for e in rec.events] == [3, 5, 7]
+    with rec:  # and again, after the outermost exit
+        run(net, 9)
+    assert not rec.active and len(rec.events) == 4

@@ -322,3 +322,35 @@ def test_pyproject_lower_bounds_are_the_versions_the_doctor_needs():
     deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
     assert f"transformers>={TRANSFORMERS_NEURON[-1][0]},<6" in deps
     assert f"accelerate>={ACCELERATE_NEURON[-1][0]}" in deps
+
+
+# ---- values from the environment reach the terminal filtered ------------------------------------
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\u202e\r\n  [ok  ] all good"
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                      "\u2028\u2029]")
+
+
+def _assert_filtered(text: str) -> None:
+    assert not CONTROLS.search(text), repr(text)
+    assert not any(line.lstrip().startswith("[ok  ] all good") for line in text.splitlines())
+
+
+def test_environment_values_reach_the_report_without_escapes(clean_env, no_neuron, monkeypatch,
+                                                             tmp_path):
+    monkeypatch.setenv("NEURON_CC_FLAGS", f"--cache_dir={tmp_path / ('cache' + HOSTILE)}")
+    monkeypatch.setenv("NEURONKIT_CPU_BACKEND", "eager" + HOSTILE)
+    monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", HOSTILE)
+    text = doctor_report(cache_dir=tmp_path / ("given" + HOSTILE))  # `doctor --cache-dir`
+    _assert_filtered(text)
+    assert f"{tmp_path / 'given'}" in _row(text, "folder")  # shown, its controls dropped
+
+
+def test_native_settings_reach_the_report_without_escapes(native_env, monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / ("neffs" + HOSTILE)))
+    monkeypatch.setenv("TORCH_NEURONX_METRICS_ENABLED", HOSTILE)
+    monkeypatch.setenv("NEURON_CC_FLAGS", "-O1 " + HOSTILE)
+    monkeypatch.setenv("NEURONKIT_INSTANCE_TYPE", "trn2" + HOSTILE)
+    with installed_fake(instance_type="trn2"):
+        text = doctor_report()
+    _assert_filtered(text)
+    assert f"{tmp_path / 'neffs'}" in _row(text, "folder")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from neuronkit.safe import html_attr, html_text
 
-__all__ = ["export_target", "download_link"]
+__all__ = ["check_target", "export_target", "download_link"]
 
 
 def export_target(path: str | os.PathLike[str], suffix: str, default_name: str) -> Path:
@@ -21,6 +21,22 @@ def export_target(path: str | os.PathLike[str], suffix: str, default_name: str) 
     if text.endswith(("/", os.sep)) or target.is_dir():
         return target / f"{default_name}{suffix}"
     return target if target.name.endswith(suffix) else target.with_name(target.name + suffix)
+
+
+def _real(path: str | os.PathLike[str]) -> Path:
+    return Path(os.path.normcase(os.path.realpath(path)))
+
+
+def check_target(target: Path, replayed: str, overwrite: bool) -> None:
+    """Refuse (FileExistsError) an export into the replayed log (its file or its folder), ever,
+    and over any other file that exists unless ``overwrite``."""
+    if replayed and (_real(target) == _real(replayed) or _real(replayed) in _real(target).parents):
+        raise FileExistsError(f"{target} is the replayed log ({replayed}): saving there would "
+                              "replace it, and drop the lines it could not read. Nothing was "
+                              "written; choose another name in 'Export to'")
+    if not overwrite and target.exists():
+        raise FileExistsError(f"{target} already exists: nothing was written. Choose another name "
+                              "in 'Export to', or pass overwrite=True to replace it")
 
 
 def download_link(label: str, file_name: str, data: bytes, mime: str) -> str:

@@ -36,6 +36,7 @@ from neuronkit.setup.device import cpu_backend, detect
 from neuronkit.setup.models import load_model, load_tokenizer
 from neuronkit.setup.placement import check_placement
 from neuronkit.setup.tiny import tiny_model
+from neuronkit.views.report_facts import header_field
 from neuronkit.workloads.generate_plan import cache_length
 from neuronkit.workloads.generation import GenerationResult, generate
 from neuronkit.workloads.progress import BatchProgress, eta_s
@@ -104,10 +105,9 @@ class Session(HasTraits):
     def _replay_choices(self, log: CompileLog) -> None:
         """A replay offers what the log was recorded with (no torch, no model)."""
         self.mode = "replay"
-        head = log.header or {}
-        self.device_options = [str(head.get("device") or "unknown")]
+        self.device_options = [str(header_field(log, "device") or "unknown")]  # else the events'
         self.device = self.device_options[0]
-        self.backend_options = [str(head.get("backend") or "unknown")]
+        self.backend_options = [str(header_field(log, "backend") or "unknown")]
         self.backend = self.backend_options[0]
         self.device_note = (f"recorded on {self.device} with the {self.backend!r} backend; "
                             f"{REPLAY_REASON}")

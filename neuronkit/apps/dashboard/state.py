@@ -27,7 +27,7 @@ from neuronkit.advice.diagnose import FunctionMemo, diagnose
 from neuronkit.advice.finding import Advice
 from neuronkit.apps.dashboard.compiling import CompilesInProgress
 from neuronkit.apps.dashboard.counts import GraphCounter
-from neuronkit.apps.dashboard.exports import export_target
+from neuronkit.apps.dashboard.exports import check_target, export_target
 from neuronkit.apps.dashboard.inputs import REPLAY_REASON
 from neuronkit.apps.dashboard.runs import Runs, read_uploads, snapshot
 from neuronkit.apps.dashboard.session import Session
@@ -316,22 +316,33 @@ class DashboardState(HasTraits):
         self.worker.stop()
 
     # -- exports ---------------------------------------------------------------------------------
-    def export_log(self, path: str | os.PathLike[str] | None = None) -> Path:
-        """Write the session log as JSONL (the suffix becomes .jsonl)."""
+    def export_log(self, path: str | os.PathLike[str] | None = None, *,
+                   overwrite: bool = False) -> Path:
+        """Write the session log as JSONL (the suffix becomes .jsonl). Never over the replayed
+        log; over another existing file only with ``overwrite`` (else FileExistsError)."""
         with self._action("Saving the log"):
-            target = export_target(path or self.export_path, ".jsonl", "compile-log")
-            written = snapshot(self.log).save(target)  # the wall time too: the share needs it
+            target = self._export_target(path, ".jsonl", "compile-log", overwrite)
+            copy = snapshot(self.log)  # the wall time too: the share needs it
+            written = copy.save(target)
+            copy.release()
             self._say(f"Saved {len(self.log.events)} events to {written.resolve()}", "ok")
         return written
 
-    def export_png(self, path: str | os.PathLike[str] | None = None) -> Path:
-        """Write the chart as PNG (the suffix becomes .png)."""
+    def export_png(self, path: str | os.PathLike[str] | None = None, *,
+                   overwrite: bool = False) -> Path:
+        """Write the chart as PNG (the suffix becomes .png); the same rule as ``export_log``."""
         with self._action("Saving the chart"):
-            target = export_target(path or self.export_path, ".png", "compile-chart")
+            target = self._export_target(path, ".png", "compile-chart", overwrite)
             target.parent.mkdir(parents=True, exist_ok=True)
             written = Path(save_png(dashboard_chart(self.log), target))
             self._say(f"Saved the chart to {written.resolve()}", "ok")
         return written
+
+    def _export_target(self, path: str | os.PathLike[str] | None, suffix: str, name: str,
+                       overwrite: bool) -> Path:
+        target = export_target(path or self.export_path, suffix, name)
+        check_target(target, self.source if self.mode == "replay" else "", overwrite)
+        return target
 
     def close(self) -> None:
         """Stop listening to the recorder and drop the model."""

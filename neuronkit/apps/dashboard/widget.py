@@ -112,11 +112,13 @@ class RecompileDashboard(w.VBox):
     def reset(self) -> None:
         self.state.reset()
 
-    def export_log(self, path: str | os.PathLike[str] | None = None) -> Path:
-        return self.state.export_log(path)
+    def export_log(self, path: str | os.PathLike[str] | None = None, *,
+                   overwrite: bool = False) -> Path:
+        return self.state.export_log(path, overwrite=overwrite)
 
-    def export_png(self, path: str | os.PathLike[str] | None = None) -> Path:
-        return self.state.export_png(path)
+    def export_png(self, path: str | os.PathLike[str] | None = None, *,
+                   overwrite: bool = False) -> Path:
+        return self.state.export_png(path, overwrite=overwrite)
 
     @property
     def log(self) -> CompileLog:
