@@ -51,7 +51,7 @@ def series_order(keys: Iterable[str], by: str) -> list[str]:
     """Each series once: functions in order of appearance, ranks by number."""
     order = list(dict.fromkeys(keys))
     if by == "rank":
-        order.sort(key=lambda k: int(k.split()[-1]))
+        order.sort(key=lambda k: float(k.split()[-1]))  # rank 2 before rank 10
     return order
 
 

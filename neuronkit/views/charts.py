@@ -33,7 +33,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 from matplotlib.transforms import IdentityTransform
 
 from neuronkit.events.event import CompileEvent
-from neuronkit.events.facts import as_events
+from neuronkit.events.facts import as_events, readable
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.chart_data import (
     XLABELS,
@@ -119,7 +119,7 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     logarithmic when compile seconds span orders of magnitude (its label says so).
     """
     check_axes(x, by)
-    events = as_events(log)
+    events = readable(as_events(log))
     own_axes = ax is None  # on a caller's (possibly shared) axes, leave the limits to them
     fig, ax = figure_axes(ax, figsize)
     if not events:
@@ -270,7 +270,7 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     ``figsize`` (inches) sizes the new figure; it is ignored when drawing on a given ``ax``.
     """
     check_axes(x, by)
-    events = as_events(log)
+    events = readable(as_events(log))
     own_axes = ax is None
     fig, ax = figure_axes(ax, figsize)
     if not events:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from neuronkit.events.event import CompileEvent
-from neuronkit.events.facts import as_events, function_labels
+from neuronkit.events.facts import as_events, function_labels, readable
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import strip_control
 
@@ -66,7 +66,7 @@ def write_chrome_trace(log: CompileLog | Iterable[CompileEvent],
     On Neuron each graph's NEFF build is a second slice, on a "neuronx-cc" row, starting when
     Dynamo handed it over (the worker may have started it later: a queue is not recorded).
     """
-    events = as_events(log)
+    events = readable(as_events(log))
     t0 = min((_number(e.started_at) for e in events), default=0.0)
     labels = function_labels(events)
     tids: dict[tuple[int, str], int] = {}

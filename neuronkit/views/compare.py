@@ -26,7 +26,15 @@ from matplotlib import figure
 from matplotlib.artist import Artist
 
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
-from neuronkit.events.facts import as_events, compile_seconds, graphs, neff_seconds, shape_key, total_seconds
+from neuronkit.events.facts import (
+    as_events,
+    compile_seconds,
+    graphs,
+    neff_seconds,
+    readable,
+    shape_key,
+    total_seconds,
+)
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import html_attr, html_text, terminal_safe
 from neuronkit.views.chart_data import padded_limits, seconds_scale
@@ -175,7 +183,7 @@ def compare_logs(a: Run, b: Run, names: Sequence[str] = ("A", "B"),
             or not math.isfinite(compile_cost_s) or compile_cost_s < 0:
         raise ValueError(f"compile_cost_s must be a finite number of seconds >= 0, "
                          f"got {compile_cost_s!r}")
-    events_a, events_b = as_events(a), as_events(b)
+    events_a, events_b = readable(as_events(a)), readable(as_events(b))
     label = _function_names(events_a, events_b)
     counts_a, counts_b = ([label[e.function, _place(e.location)] for e in ev if e.kind in GRAPH_KINDS]
                           for ev in (events_a, events_b))
@@ -303,7 +311,7 @@ def compare_chart(a: Run, b: Run, names: Sequence[str] = ("A", "B"),
     run_names = _names(names)
     fig, ax = figure_axes(None, figsize)
     runs = []
-    for events in (as_events(a), as_events(b)):
+    for events in (readable(as_events(a)), readable(as_events(b))):
         starts = np.array([e.started_at for e in events], dtype=float)
         runs.append((events, starts - starts.min() if len(events) else starts,
                      np.array([e.total_s for e in events], dtype=float),

@@ -10,7 +10,6 @@ test or reuse.
 """
 from __future__ import annotations
 
-import math
 import re
 from pathlib import PurePath
 from typing import Any, Iterable
@@ -19,8 +18,9 @@ from neuronkit.events.event import KINDS
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import html_attr, html_text
 from neuronkit.views.chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry, heaviest
+from neuronkit.views.report_facts import readable_log
 from neuronkit.views.table import ARRIVAL, TABLE_ROWS, EventTable
-from neuronkit.views.table_cells import COLUMN_LABELS
+from neuronkit.views.table_cells import COLUMN_LABELS, number_text
 
 __all__ = ["chart_key_html", "events_table_html", "table_page_html", "graph_counts_html",
            "advice_html", "replay_note", "status_html", "escape", "kind_class", "STYLE",
@@ -86,14 +86,9 @@ def kind_class(kind: Any) -> str:
 
 
 def _number(value: Any, spec: str) -> str:
-    """``value`` formatted with ``spec`` when it is a finite number, else escaped as text (a
-    crafted log may put anything in a numeric field)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        try:
-            return format(value, spec)
-        except ValueError:        # a float where an int was expected (seq 1.5)
-            return format(float(value), "g")
-    return html_text(value)
+    """``value`` formatted with ``spec`` when it is a number, else "?" (a crafted log may put
+    anything in a numeric field)."""
+    return html_text(number_text(value, spec))
 
 
 def _reasons(value: Any) -> list[str]:
@@ -172,7 +167,9 @@ def _table_html(table: EventTable, note: str, sortable: bool) -> str:
 
 
 def graph_counts_html(log: CompileLog) -> str:
-    """Graphs per function (from ``log.summary()``), limit hits and compile seconds."""
+    """Graphs per function (from ``log.summary()``), limit hits and compile seconds; what an
+    event holds that is no number counts nothing."""
+    log = readable_log(log)
     rows = log.summary(shapes=False)
     if not rows:
         return '<div class="nk-muted">0 graphs compiled</div>'

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from neuronkit.events.event import CompileEvent
-from neuronkit.events.facts import as_events, function_labels
+from neuronkit.events.facts import as_events, function_labels, readable
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.open import open_log
 from neuronkit.views.text_layout import clean
 
 __all__ = ["DEFAULT_LIMIT", "ReportFacts", "as_log", "check_limit", "header_field", "rank_ranges",
-           "report_facts", "shown"]
+           "readable_log", "report_facts", "shown"]
 
 DEFAULT_LIMIT = 50  # events a report shows: the most recent ones
 
@@ -26,6 +26,18 @@ def as_log(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str]) ->
     if isinstance(log, (str, os.PathLike)):
         return open_log(log)
     return CompileLog(as_events(log))
+
+
+def readable_log(log: CompileLog, contents: bool = False) -> CompileLog:
+    """``log`` as views read it: itself when every event holds what a recorder writes, else an
+    in-memory log (same header and wall time, no file) of its
+    :func:`~neuronkit.events.facts.readable` events; ``contents`` as ``diagnose`` needs them."""
+    events = readable(log.events, contents)
+    if events is log.events:
+        return log
+    view = CompileLog(events, header=log.header)
+    view.wall_time_s = log.wall_time_s
+    return view
 
 
 def check_limit(limit: int | None) -> None:

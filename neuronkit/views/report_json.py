@@ -9,8 +9,18 @@ from typing import Any, Iterable, Sequence
 from neuronkit.advice.diagnose import diagnose
 from neuronkit.advice.finding import SEVERITIES, Advice
 from neuronkit.events.event import GRAPH_KINDS, KINDS, CompileEvent
+from neuronkit.events.facts import NUMBER_FIELDS, number, readable
 from neuronkit.log.compile_log import CompileLog
-from neuronkit.views.report_facts import DEFAULT_LIMIT, as_log, check_limit, header_field, report_facts, shown
+from neuronkit.views.report_facts import (
+    DEFAULT_LIMIT,
+    ReportFacts,
+    as_log,
+    check_limit,
+    header_field,
+    readable_log,
+    report_facts,
+    shown,
+)
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "report_data"]
 
@@ -29,17 +39,18 @@ def report_data(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str
     summary (``CompileLog.summary`` rows), advice [{severity, title, detail, fix, numbers}],
     events (the shown ones: ``CompileEvent`` fields plus ``t_s`` and ``label``).
     """
-    log = as_log(log)
+    recorded = as_log(log)
     check_limit(limit)
+    log = readable_log(recorded, contents=advice is None)
     facts = report_facts(log)
     findings = list(diagnose(log) if advice is None else advice)
-    events = shown(log.events, limit)
+    events = shown(recorded.events, limit)
     severities: Counter[str] = Counter(a.severity for a in findings)
     kinds = {k: facts.kinds[k] for k in KINDS if facts.kinds[k]}
     kinds.update((str(k), n) for k, n in facts.kinds.items() if k not in kinds)
     return {
         "format": REPORT_FORMAT, "version": REPORT_VERSION,
-        "logs": [str(log.path)] if log.path else [],
+        "logs": [str(recorded.path)] if recorded.path else [],
         "device": header_field(log, "device"), "backend": header_field(log, "backend"),
         "ranks": facts.ranks, "wall_time_s": log.wall_time_s, "compile_s": facts.compile_s,
         "neff_s": facts.neff_s, "share_of_wall": facts.share,
@@ -51,6 +62,15 @@ def report_data(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str
         "summary": log.summary() if summary is None else summary,
         "advice": [{"severity": a.severity, "title": a.title, "detail": a.detail, "fix": a.fix,
                     "numbers": a.numbers} for a in findings],
-        "events": [{"t_s": e.started_at - facts.t0, "label": facts.labels[e.function, e.location],
-                    **e.to_dict()} for e in events],
+        "events": [_event(e, facts) for e in events],
     }
+
+
+def _event(recorded: CompileEvent, facts: ReportFacts) -> dict[str, Any]:
+    """A shown event's fields as views read them, a number it does not hold as None (null)."""
+    e = readable([recorded], contents=True)[0]
+    unknown = {name: None for name in NUMBER_FIELDS if number(getattr(recorded, name)) is None}
+    start = number(recorded.started_at)
+    return {"t_s": None if start is None else start - facts.t0,
+            "label": facts.labels.get((e.function, e.location), e.function),
+            **e.to_dict(), **unknown}

@@ -12,12 +12,13 @@ import math
 from typing import Any, Iterable, Sequence
 
 from neuronkit.events.event import KINDS, CompileEvent
-from neuronkit.events.facts import as_events, function_labels
+from neuronkit.events.facts import as_events, function_labels, readable, text_of
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.table_cells import (
     CELLS,
     COLUMN_LABELS,
     OPTIONAL_COLUMNS,
+    UNKNOWN,
     as_text,
     is_number,
     reason_list,
@@ -51,7 +52,8 @@ def _earliest(values: list[Any]) -> float | None:
 
 
 def _rank(value: Any) -> int | str:
-    return value if isinstance(value, int) and not isinstance(value, bool) else str(value)
+    """A rank option: the rank, or "?" for one that is not an int."""
+    return value if type(value) is int else UNKNOWN
 
 
 def sort_key(value: Any, missing_last: bool = True) -> tuple[int, float, str]:
@@ -79,7 +81,7 @@ class EventTable:
         self._position: dict[int, int] | None = None     # id(event) -> place; made by refresh
         self._keys: list[SortKey | None] = []             # per place; None: filtered out
         self._index: list[SortKey] = []                   # keys of the shown events, ascending
-        self._labels: dict[tuple[str, str], str] = function_labels(events)
+        self._labels: dict[tuple[str, str], str] = function_labels(readable(events))
         self._kinds: set[str] = set()
         self._ranks: set[int | str] = set()
         self._shown_columns: set[str] = set()
@@ -217,19 +219,20 @@ class EventTable:
 
     def label(self, event: CompileEvent) -> str:
         """The event's function label, as the chart, counts and advice name it."""
-        return self._labels.get((event.function, event.location), as_text(event.function))
+        name = text_of(event.function)
+        return self._labels.get((name, text_of(event.location)), name)
 
     # -- live updates ------------------------------------------------------------------
     def append(self, event: CompileEvent) -> None:
         """Add a live event: one binary search puts it where the sort says (at the end of the
         index in the default order); labels and the index are rebuilt only when a known
         function name shows up at a new place (its label gains the place)."""
-        key = (event.function, event.location)
-        relabel = key not in self._labels and any(f == event.function for f, _ in self._labels)
+        key = (text_of(event.function), text_of(event.location))
+        relabel = key not in self._labels and any(f == key[0] for f, _ in self._labels)
         if relabel:
-            self._labels = function_labels([*self._events, event])
+            self._labels = function_labels(readable([*self._events, event]))
         elif key not in self._labels:
-            self._labels[key] = as_text(event.function)
+            self._labels[key] = key[0]
         position = len(self._events)
         self._events.append(event)
         self._keys.append(None)
@@ -281,8 +284,8 @@ class EventTable:
         if self._function_filter is not None and self.label(event) not in self._function_filter:
             return False
         if self._search:
-            haystack = "\n".join([self.label(event), as_text(event.function),
-                                  str(event.changed or ""), *reason_list(event.reasons)])
+            haystack = "\n".join([self.label(event), text_of(event.function), text_of(event.changed),
+                                  *reason_list(event.reasons)])
             return self._search in haystack.casefold()
         return True
 

@@ -2,14 +2,14 @@
 column (numbers formatted whatever an event holds, kinds named, the first reason shortened)."""
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 from neuronkit.events.event import CompileEvent
+from neuronkit.events.facts import number, text_of
 from neuronkit.sources.torch_text import short_reason
 
 __all__ = ["CELLS", "COLUMN_LABELS", "KIND_LABELS", "NEURON_COLUMNS", "OPTIONAL_COLUMNS",
-           "REASON_WIDTH", "as_text", "is_number", "kind_label", "number_text", "reason_list",
+           "REASON_WIDTH", "UNKNOWN", "as_text", "is_number", "kind_label", "number_text", "reason_list",
            "reason_text"]
 
 COLUMN_LABELS: dict[str, str] = {
@@ -26,24 +26,23 @@ KIND_LABELS: dict[str, str] = {
 REASON_WIDTH = 90
 
 
+UNKNOWN = "?"  # a number field that holds no number
+
+
 def is_number(value: Any) -> bool:
-    """A finite int or float (not a bool)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:        # an int too large for a float
-        return False
+    """A finite int or float (not a bool): :func:`~neuronkit.events.facts.number`."""
+    return number(value) is not None
 
 
 def number_text(value: Any, spec: str) -> str:
-    """``value`` formatted with ``spec`` when it is a finite number, else as text."""
-    if is_number(value):
-        try:
-            return format(value, spec)
-        except ValueError:       # a float where an int was expected (seq 1.5)
-            return format(float(value), "g")
-    return "" if value is None else str(value)
+    """``value`` formatted with ``spec`` when it is a number (:func:`number`), "" for None,
+    else :data:`UNKNOWN`: what cannot be read as a number is never shown as one."""
+    n = number(value)
+    if n is None:
+        return "" if value is None else UNKNOWN
+    if isinstance(n, float) and spec.endswith("d"):
+        return format(n, "g")    # a float where an int was expected (seq 1.5)
+    return format(n, spec)
 
 
 def reason_list(value: Any) -> list[str]:
@@ -70,20 +69,24 @@ def reason_text(event: CompileEvent) -> str:
     return (short_reason(reasons[0], width=REASON_WIDTH) if reasons else "") + more
 
 
+def _time(started_at: Any, t0: float) -> str:
+    start = number(started_at)
+    return UNKNOWN if start is None else f"{start - t0:.1f} s"
+
+
 # how each column shows an event (plain text), given its function label and the table's start
 CELLS: dict[str, Callable[[CompileEvent, str, float], str]] = {
     "seq": lambda e, label, t0: number_text(e.seq, "d"),
-    "time": lambda e, label, t0: (f"{float(e.started_at) - t0:.1f} s"
-                                  if is_number(e.started_at) else "—"),
+    "time": lambda e, label, t0: _time(e.started_at, t0),
     "function": lambda e, label, t0: label,
-    "changed": lambda e, label, t0: str(e.changed or "—"),
+    "changed": lambda e, label, t0: text_of(e.changed) or "—",
     "reason": lambda e, label, t0: reason_text(e),
     "duration_s": lambda e, label, t0: number_text(e.duration_s, ".2f"),
     "kind": lambda e, label, t0: kind_label(e.kind),
     "rank": lambda e, label, t0: number_text(e.rank, "d"),
     "graph_count": lambda e, label, t0: number_text(e.graph_count, "d"),
     "neff_compile_s": lambda e, label, t0: number_text(e.neff_compile_s, ".1f"),
-    "neff_cache": lambda e, label, t0: number_text(e.neff_cache, ""),
+    "neff_cache": lambda e, label, t0: text_of(e.neff_cache),
     "kernels": lambda e, label, t0: number_text(e.kernels, "d") if e.kernels else "",
-    "context": lambda e, label, t0: number_text(e.context, ""),
+    "context": lambda e, label, t0: text_of(e.context),
 }

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Sequence
 from neuronkit.advice.diagnose import diagnose
 from neuronkit.advice.finding import Advice
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.events.facts import number, text_of
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import terminal_safe
 from neuronkit.sources.torch_text import input_name, short_reason
@@ -29,9 +30,11 @@ from neuronkit.views.report_facts import (
     check_limit,
     header_field,
     rank_ranges,
+    readable_log,
     report_facts,
     shown,
 )
+from neuronkit.views.table_cells import UNKNOWN, number_text, reason_list
 from neuronkit.views.text_layout import WIDTH, Col, clean, cut, fit_label, fitted, wrap
 
 __all__ = ["LIMIT_FLAG", "format_advice", "format_events", "format_report", "format_summary"]
@@ -42,13 +45,13 @@ LIMIT_FLAG = "!!"
 # -- the event table -----------------------------------------------------------------------------
 
 def _first_reason(e: CompileEvent) -> str:
-    reasons = [e.reasons] if isinstance(e.reasons, str) else list(e.reasons or [])
-    return clean(short_reason(str(reasons[0]), 200)) if reasons else ""
+    reasons = reason_list(e.reasons)
+    return clean(short_reason(reasons[0], 200)) if reasons else ""
 
 
 def _why(e: CompileEvent) -> str:
     """``changed`` and the first guard-failure reason, once when they say the same thing."""
-    changed = clean(input_name(str(e.changed or "")))
+    changed = clean(input_name(text_of(e.changed)))
     reason = _first_reason(e)
     if not reason or reason == changed:
         return changed or "-"
@@ -59,8 +62,8 @@ def _kind(e: CompileEvent) -> str:
     if e.kind == "limit_hit":
         return f"limit_hit {LIMIT_FLAG}"
     if e.kind == "kernels":
-        return f"kernels x{e.kernels}" + (" (forecast)" if e.forecast else "")
-    return str(e.kind)
+        return f"kernels x{number_text(e.kernels, 'd')}" + (" (forecast)" if e.forecast else "")
+    return text_of(e.kind)
 
 
 def _neff(e: CompileEvent) -> str:
@@ -70,12 +73,18 @@ def _neff(e: CompileEvent) -> str:
     if e.neff_compile_s is None and e.neff_cache is None:
         return "?"
     where = {"compiled": "", "disk_hit": " disk", "memory_hit": " memory"}.get(
-        str(e.neff_cache or ""), " not built")
-    return f"{float(e.neff_compile_s or 0.0):.1f}{where}"
+        text_of(e.neff_cache), " not built")
+    return f"{number_text(e.neff_compile_s, '.1f') or '0.0'}{where}"
 
 
-def _events_text(log: CompileLog, limit: int | None, facts: ReportFacts) -> str:
-    events = log.events
+def _offset(started_at: Any, t0: float) -> str:
+    start = number(started_at)
+    return UNKNOWN if start is None else f"{start - t0:.2f}"
+
+
+def _events_text(events: list[CompileEvent], limit: int | None, facts: ReportFacts) -> str:
+    """The rows of the recorded events (what one holds that is no number shows as "?"), with
+    ``facts`` of them as views read them."""
     last = shown(events, limit)
     several_ranks = len(facts.ranks) > 1
     cols = [Col("#", right=True), Col("t+s", right=True, least=8),  # up to 99999.99 s
@@ -86,10 +95,11 @@ def _events_text(log: CompileLog, limit: int | None, facts: ReportFacts) -> str:
             *([Col("rank", right=True)] if several_ranks else [])]
     rows = []
     for e in last:
-        row = [str(e.seq), f"{e.started_at - facts.t0:.2f}", facts.labels[e.function, e.location],
-               _kind(e), _why(e), f"{e.duration_s:.3f}",
-               *([_neff(e)] if facts.neuron else []), str(e.context or "") or "-",
-               *([str(e.rank)] if several_ranks else [])]
+        function = text_of(e.function)
+        row = [number_text(e.seq, "d"), _offset(e.started_at, facts.t0),
+               facts.labels.get((function, text_of(e.location)), function), _kind(e), _why(e),
+               number_text(e.duration_s, ".3f"), *([_neff(e)] if facts.neuron else []),
+               text_of(e.context) or "-", *([number_text(e.rank, "d")] if several_ranks else [])]
         rows.append([clean(cell) or "-" for cell in row])
     left = len(events) - len(last)
     if not rows:
@@ -112,7 +122,7 @@ def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = 
     check_limit(limit)
     if not log.events:
         return "no compile events"
-    return _events_text(log, limit, report_facts(log))
+    return _events_text(log.events, limit, report_facts(readable_log(log)))
 
 
 # -- the summary ---------------------------------------------------------------------------------
@@ -157,7 +167,7 @@ def format_summary(log: CompileLog | Iterable[CompileEvent]) -> str:
     In a merged log (several ranks) the counts and seconds add up all ranks, and the share of
     wall time is per rank: that of the rank that compiled longest (``CompileLog.compile_share``).
     """
-    log = as_log(log)
+    log = readable_log(as_log(log))
     rows = log.summary()
     return _summary_text(log, rows, report_facts(log)) if rows else "no compile events"
 
@@ -211,12 +221,13 @@ def format_report(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[s
                   summary: list[dict[str, Any]] | None = None) -> str:
     """The header line, the most recent ``limit`` events (None: all), the per-function summary
     and the advice. ``advice`` / ``summary``: ``diagnose(log)`` / ``log.summary()`` if already
-    made (else made here). Its own cost: one pass over the events and the shown rows."""
-    log = as_log(log)
+    made (else made here). Its own cost: two passes over the events and the shown rows."""
+    recorded = as_log(log)
     check_limit(limit)
+    log = readable_log(recorded, contents=advice is None)
     facts = report_facts(log)
     rows = log.summary() if summary is None else summary
-    events = _events_text(log, limit, facts) if log.events else "no compile events"
+    events = _events_text(recorded.events, limit, facts) if log.events else "no compile events"
     per_function = _summary_text(log, rows, facts) if rows else "no compile events"
     return "\n\n".join([_header_line(log, facts), _section("Compile events", events),
                         _section("Per function", per_function),

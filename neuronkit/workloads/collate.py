@@ -5,7 +5,8 @@
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -13,7 +14,7 @@ import torch
 from neuronkit.setup.models import pad_token_id
 from neuronkit.workloads.shapes import Buckets
 
-__all__ = ["FixedLengthCollator", "IGNORE_INDEX"]
+__all__ = ["FixedLengthCollator", "IGNORE_INDEX", "token_ids"]
 
 IGNORE_INDEX = -100  # the label the loss skips
 
@@ -21,10 +22,11 @@ IGNORE_INDEX = -100  # the label the loss skips
 class FixedLengthCollator:
     """Causal-LM batches padded (on the right) to one fixed length, or to the smallest bucket.
 
-    Examples are dicts with ``input_ids`` (optionally ``labels``), dicts with ``text``, or strings
-    (tokenized here). Labels are the input ids with -100 on padding. An example longer than the
-    limit raises unless ``truncation=True``, which keeps its first ``limit`` tokens (the end is
-    dropped) and the same positions of its given ``labels``, so they stay aligned.
+    Examples are dicts with ``input_ids`` (optionally ``labels``: integer ids, never rounded),
+    dicts with ``text``, or strings (tokenized here). Labels are the input ids with -100 on
+    padding. An example longer than the limit raises unless ``truncation=True``, which keeps its
+    first ``limit`` tokens (the end is dropped) and the same positions of its given ``labels``,
+    so they stay aligned.
     """
 
     def __init__(self, tokenizer: Any, max_length: int | None = None,
@@ -58,8 +60,8 @@ class FixedLengthCollator:
         if isinstance(example, Mapping):
             if "input_ids" in example:
                 labels = example.get("labels")
-                return _as_list(example["input_ids"]), (_as_list(labels) if labels is not None
-                                                         else None)
+                return (token_ids(example["input_ids"], index, "input_ids"),
+                        token_ids(labels, index, "labels") if labels is not None else None)
             if "text" in example:
                 return list(self.tokenizer(example["text"])["input_ids"]), None
             raise ValueError(
@@ -105,7 +107,26 @@ class FixedLengthCollator:
         return {"input_ids": input_ids, "attention_mask": attention, "labels": target}
 
 
-def _as_list(value: Any) -> list[int]:
+def token_ids(value: Any, index: int, field: str) -> list[int]:
+    """Token ids as a list of int: ints, or integer numpy / torch values (a float, a bool or
+    text is an error naming the example and the field, never truncated to an int)."""
     if isinstance(value, torch.Tensor):
-        return [int(v) for v in value.reshape(-1).tolist()]
-    return [int(v) for v in value]
+        value = value.reshape(-1).tolist()      # Python ints, or floats / bools to refuse
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"example {index}: {field} is a {type(value).__name__} ({value!r:.40}), "
+                        "not a list of token ids; to have the collator tokenize text, pass "
+                        "{'text': ...} or the string itself")
+    if not isinstance(value, Iterable):
+        raise TypeError(f"example {index}: {field} is a {type(value).__name__}, not a list of "
+                        f"token ids ({value!r:.40}); pass e.g. {field}=[1, 2, 3]")
+    ids = []
+    for k, v in enumerate(value):
+        try:
+            if isinstance(v, bool):             # an int to Python, never a token id
+                raise TypeError(v)
+            ids.append(operator.index(v))      # ints, numpy / torch integers; not 1.7, not 6.0
+        except TypeError:
+            raise TypeError(f"example {index}: {field}[{k}] is {v!r:.40} ({type(v).__name__}), "
+                            "not an integer token id: token ids are ints (or integer numpy / "
+                            "torch values), never rounded") from None
+    return ids

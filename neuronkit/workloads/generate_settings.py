@@ -11,7 +11,8 @@ from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.setup.device import cpu_backend
 
 __all__ = ["MANAGED_KWARGS", "CallSettings", "cache_keyword", "call_settings", "check_managed",
-           "check_prompts", "check_recorder", "compile_kwargs", "eos_ids", "max_positions", "token_ids"]
+           "check_model_and_tokenizer", "check_progress", "check_prompts", "check_recorder",
+           "compile_kwargs", "eos_ids", "max_positions", "token_ids"]
 
 MANAGED_KWARGS = ("input_ids", "attention_mask", "cache", "past_key_values", "cache_implementation",
                   "max_length", "disable_compile", "num_return_sequences")
@@ -46,6 +47,40 @@ def check_recorder(recorder: Any) -> None:
     raise TypeError(f"recorder must be a neuronkit CompileRecorder or None (one is made for the "
                     f"call), got a {type(recorder).__name__}: {recorder!r:.60}{hint}. E.g. "
                     "`with nk.CompileRecorder() as rec: nk.generate(..., recorder=rec)`")
+
+
+def _given(value: Any) -> str:
+    """What a caller passed, for an error: ``None`` or ``a str: 'x'``."""
+    return "None" if value is None else f"a {type(value).__name__}: {value!r:.60}"
+
+
+def check_model_and_tokenizer(model: Any, tokenizer: Any) -> None:
+    """A loaded causal LM (it has ``generate``, ``config`` and ``device``) and a tokenizer (it is
+    called on text and has ``decode``), else a clear error: a name gets how to load it."""
+    if not (callable(getattr(model, "generate", None)) and hasattr(model, "config")
+            and hasattr(model, "device")):
+        hint = (f"; load it first: nk.load_model({model!r})"
+                if isinstance(model, (str, os.PathLike)) else "")
+        raise TypeError(f"model must be a loaded transformers causal LM (a model with "
+                        f".generate, e.g. nk.load_model(name) or "
+                        f"AutoModelForCausalLM.from_pretrained(name)), got {_given(model)}{hint}")
+    if not (callable(tokenizer) and callable(getattr(tokenizer, "decode", None))):
+        hint = (f"; load it first: nk.load_tokenizer({tokenizer!r})"
+                if isinstance(tokenizer, (str, os.PathLike)) else "")
+        raise TypeError(f"tokenizer must be a tokenizer (e.g. nk.load_tokenizer(name) or "
+                        f"AutoTokenizer.from_pretrained(name)), got {_given(tokenizer)}{hint}")
+
+
+def check_progress(on_batch: Any, stop: Any) -> None:
+    """``on_batch`` None or a callable, ``stop`` None or a ``threading.Event`` (anything with
+    ``is_set()``), else a clear error."""
+    if on_batch is not None and not callable(on_batch):
+        raise TypeError(f"on_batch must be a callable (it is called with each batch's "
+                        f"BatchProgress) or None, got {_given(on_batch)}")
+    if stop is not None and not callable(getattr(stop, "is_set", None)):
+        raise TypeError(f"stop must be a threading.Event (or anything with is_set()) or None, "
+                        f"got {_given(stop)}; set the event to end the call before its next "
+                        "batch")
 
 
 def check_managed(generate_kwargs: dict) -> None:

@@ -31,6 +31,8 @@ from neuronkit.workloads.generate_settings import (
     CallSettings,
     call_settings,
     check_managed,
+    check_model_and_tokenizer,
+    check_progress,
     check_prompts,
     check_recorder,
     max_positions,
@@ -284,6 +286,8 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     next batch: ``result.stopped``, prompts not reached keep ``""`` and ``None``. Other keywords
     go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
     """
+    check_model_and_tokenizer(model, tokenizer)
+    check_progress(on_batch, stop)
     prompts = check_prompts(prompts)
     max_new_tokens = positive(max_new_tokens, "max_new_tokens")
     check_recorder(recorder)

@@ -23,11 +23,15 @@ DEFAULT_COMPILE_COST_S = 60.0
 DEFAULT_TOKEN_COST_S = 1e-3
 
 __all__ = ["Buckets", "plan_buckets", "plan_cost", "DEFAULT_COMPILE_COST_S",
-           "DEFAULT_TOKEN_COST_S"]
+           "DEFAULT_TOKEN_COST_S", "MAX_LENGTH"]
+
+
+MAX_LENGTH = 2 ** 63 - 1  # the largest size a tensor dim can hold
 
 
 def _as_length(value: Any, what: str) -> int:
-    """A positive int (bools, floats and strings are rejected), else a clear error."""
+    """A positive int up to :data:`MAX_LENGTH` (bools, floats and strings are rejected), else a
+    clear error."""
     if isinstance(value, bool):
         raise TypeError(f"{what} must be a positive int, got the bool {value!r}")
     try:
@@ -37,6 +41,8 @@ def _as_length(value: Any, what: str) -> int:
                         f"({type(value).__name__})") from None
     if n <= 0:
         raise ValueError(f"{what} must be a positive int, got {n}")
+    if n > MAX_LENGTH:
+        raise ValueError(f"{what} must be at most 2**63 - 1 (the largest tensor dim), got {n}")
     return n
 
 
@@ -142,18 +148,21 @@ def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
     compile_cost_s, token_cost_s = _costs(compile_cost_s, token_cost_s)
 
     rounded = Counter(-(-n // step) * step for n in values)   # candidate boundary -> count
-    cands = np.array(sorted(rounded), dtype=np.float64)
-    count = np.array([rounded[int(v)] for v in cands], dtype=np.float64)
+    bounds = sorted(rounded)                                   # exact ints: the boundaries
+    # padded tokens are counted exactly: in int64 where the sums fit, else in Python ints
+    exact = np.int64 if bounds[-1] * len(values) < 2 ** 62 else object
+    cands = np.array(bounds, dtype=exact)
+    count = np.array([rounded[b] for b in bounds], dtype=exact)
     # a bucket at cands[i] holding candidates j+1..i pads sum c_t (v_i - v_t), plus the rounding
-    pre_c = np.concatenate([[0.0], np.cumsum(count)])
-    pre_s = np.concatenate([[0.0], np.cumsum(count * cands)])
+    pre_c = np.concatenate([np.zeros(1, dtype=exact), np.cumsum(count)])
+    pre_s = np.concatenate([np.zeros(1, dtype=exact), np.cumsum(count * cands)])
     k = len(cands)
 
     def group_cost(i: int) -> np.ndarray:
         """Cost of one bucket at cands[i-1] holding candidates j..i-1, for every cut j < i."""
         j = np.arange(i)
         padded = cands[i - 1] * (pre_c[i] - pre_c[j]) - (pre_s[i] - pre_s[j])
-        return compile_cost_s + token_cost_s * padded
+        return compile_cost_s + token_cost_s * padded.astype(np.float64)
 
     def pick(total: np.ndarray, buckets_used: np.ndarray) -> int:
         """Index of the cheapest total; among (near-)ties the one with the fewest buckets."""
@@ -170,7 +179,7 @@ def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
             best[i], used[i], back[i] = total[j], used[j] + 1, j
         chosen, i = [], k
         while i > 0:
-            chosen.append(int(cands[i - 1]))
+            chosen.append(bounds[i - 1])
             i = back[i]
         return Buckets(chosen)
 
@@ -188,6 +197,6 @@ def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
     b = 1 + pick(best_m[1:, k], np.arange(m))
     chosen, i = [], k
     while b > 0:
-        chosen.append(int(cands[i - 1]))
+        chosen.append(bounds[i - 1])
         i, b = int(back_m[b][i]), b - 1
     return Buckets(chosen)

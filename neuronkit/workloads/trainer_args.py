@@ -70,6 +70,7 @@ def fixed_shape_args(output_dir: str, *, dynamic: bool | None = False, quiet: bo
     accelerate reads when a Trainer is built, so it holds for the Trainers this process builds
     from now on; ``dynamic=None`` restores torch's automatic dynamic shapes.
     """
+    _check_dynamic(dynamic)
     for name in BATCH_SIZES:
         if name in kwargs:
             _check_positive(kwargs[name], name)
@@ -85,6 +86,13 @@ def fixed_shape_args(output_dir: str, *, dynamic: bool | None = False, quiet: bo
     if not quiet and args.torch_compile and default_rank() == 0:
         print(compile_note(report.device, args.torch_compile_backend, dynamic))
     return args
+
+
+def _check_dynamic(dynamic: Any) -> None:
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise TypeError(f"dynamic must be True, False or None, got {dynamic!r} "
+                        f"({type(dynamic).__name__}): False compiles one graph per shape, as "
+                        "Neuron does; True marks changing dims symbolic; None leaves it to torch")
 
 
 def _check_positive(value: Any, name: str) -> None:

@@ -286,3 +286,18 @@ def test_padding_max_pads_every_prompt_to_the_largest_boundary(live):
     assert result.padding_waste == pytest.approx(1 - tokens / 16)
     live.padding = "buckets"
     assert live.generate("the cat").padding_waste == pytest.approx(1 - tokens / 8)
+
+
+def test_a_log_of_wrong_typed_events_built_in_memory_replays():
+    """Values of the wrong type in events built by hand (a log from a file is checked line by
+    line) show as unknown: the dashboard's advice, counts and views never raise on them."""
+    events = [CompileEvent(function="f", location="m.py:1", kind="first", duration_s="<img>",
+                           input_shapes={"x": [1, "?"]}, rank="r"),
+              CompileEvent(function=["not", "text"], kind="recompile", duration_s=None,
+                           input_shapes={"x": {"dims": 3}}, reasons=[None], started_at="later"),
+              CompileEvent(function="f", location="m.py:1", kind="limit_hit", calls="many",
+                           ops={"add": "two"})]
+    state = DashboardState(log=CompileLog(events))
+    assert state.event_count == 3 and sum(state.graph_counts.values()) == 2
+    assert state.advice and all(a.title for a in state.advice)
+    assert [e.duration_s for e in events[:2]] == ["<img>", None]   # the events given stay as they are

@@ -36,7 +36,7 @@ from neuronkit.setup.device import cpu_backend, detect
 from neuronkit.setup.models import load_model, load_tokenizer
 from neuronkit.setup.placement import check_placement
 from neuronkit.setup.tiny import tiny_model
-from neuronkit.views.report_facts import header_field
+from neuronkit.views.report_facts import header_field, readable_log
 from neuronkit.workloads.generate_plan import cache_length
 from neuronkit.workloads.generation import GenerationResult, generate
 from neuronkit.workloads.progress import BatchProgress, eta_s
@@ -91,6 +91,8 @@ class Session(HasTraits):
         self.model: PreTrainedModel | None = None
         self.tokenizer: PreTrainedTokenizerBase | None = None
         self._worker, self._status, self._on_run = worker, status_line, on_run
+        if log is not None and log.path is None:  # built in memory, not checked line by line
+            log = readable_log(log, contents=True)  # what views can read of it; events unchanged
         self._log = log
         self._runs = 0          # generate() calls so far (labels, the sweep's seed)
         self._loaded_on = ""    # the device the model was loaded on
