@@ -165,7 +165,7 @@ def dashboard_page(request, tmp_path_factory):
                 if front_end == "voila":
                     _open_in_voila(page, url)
                 else:
-                    run_all_in_jupyterlab(page, url, WAIT_MS, ui.dialogs)
+                    run_all_in_jupyterlab(page, url, WAIT_MS, ui.dialogs, shows=ui.dash)
                 expect(ui.dash).to_have_count(1, timeout=WAIT_MS)
                 expect(ui.dash.locator(".nk-load")).to_be_enabled(timeout=WAIT_MS)
                 expect(ui.dash.locator(".nk-generate")).to_be_disabled()   # no model yet

@@ -171,12 +171,12 @@ def _serve(cmd: list[str], port: int, workdir: Path, env: dict[str, str], log: P
 
 
 def run_all_in_jupyterlab(page, url: str, timeout_ms: float = 90_000,
-                          dialogs: list[str] | None = None) -> None:
+                          dialogs: list[str] | None = None, shows=None) -> None:
     """Open the notebook at ``url`` (from :func:`jupyterlab`) in a Playwright page and run every
     cell from the Run menu, as a user would. A dialog over the page is accepted (its title added
     to ``dialogs``). The kernel indicator may say idle before the kernel is connected, and cells
     run then are dropped (their prompts stay empty): the menu is used again until the first
-    cell runs."""
+    cell runs. ``shows``: a locator of what the notebook displays (a widget), waited for."""
     from playwright.sync_api import expect
 
     dismiss_dialogs(page, dialogs)
@@ -186,14 +186,35 @@ def run_all_in_jupyterlab(page, url: str, timeout_ms: float = 90_000,
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
         idle.wait_for(timeout=timeout_ms)
-        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
-        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+        _run_all_cells(page)
         try:
             expect(first_prompt).to_have_text(re.compile(r"\[(\*|\d+)\]"), timeout=5_000)
-            return
+            break
         except AssertionError:
             if time.monotonic() > deadline:
                 raise
+    if shows is not None:
+        _rerun_if_a_widget_was_lost(page, shows, idle, timeout_ms)
+
+
+def _run_all_cells(page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+
+
+def _rerun_if_a_widget_was_lost(page, shows, idle, timeout_ms: float) -> None:
+    """When the kernel's first websocket fails (jupyter_server answers 500 while the kernel is
+    still starting), the widget's model can be lost on the way and the cell says "Error
+    displaying widget: model not found": JupyterLab's race, not the widget's. Run the cells once
+    more then; ``shows`` (the widget's locator) must appear."""
+    from playwright.sync_api import expect
+
+    lost = page.get_by_text("Error displaying widget")
+    expect(shows.or_(lost).first).to_be_visible(timeout=timeout_ms)
+    if lost.count() and not shows.count():
+        idle.wait_for(timeout=timeout_ms)
+        _run_all_cells(page)
+        expect(shows.first).to_be_visible(timeout=timeout_ms)
 
 
 def dismiss_dialogs(page, seen: list[str] | None = None) -> list[str]:
