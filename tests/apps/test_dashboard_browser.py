@@ -4,7 +4,8 @@ One notebook builds one live dashboard whose compile backend sleeps on purpose; 
 one Chromium page per front end run every scenario in turn:
 
 1. Generate shows the compile in progress (a row with a ticking clock) before its event lands
-   in the table, and the row goes once the event is there.
+   in the table, and the row goes once the event is there; then the chart is drawn again and
+   the graph counts, the generated text and the advice show the run.
 2. Stop ends a sweep after its current batch; the status says so and the table keeps the
    events recorded.
 3. A JSONL log uploaded through the "Open logs" button is shown as a run, named after its file.
@@ -173,6 +174,7 @@ def dashboard_page(request, tmp_path_factory):
                 ui.dash.locator(".nk-load").click()
                 expect(ui.dash.locator(".nk-status")).to_contain_text("Loaded tiny-qwen3",
                                                                       timeout=WAIT_MS)
+                expect(ui.dash.locator(".nk-placement")).to_contain_text("placement ok")
                 expect(ui.dash.locator(".nk-generate")).to_be_enabled()
             yield ui
         finally:
@@ -192,6 +194,8 @@ def test_generate_shows_the_compile_in_progress_before_its_event(dashboard_page)
     dash = ui.dash
     with ui.scenario("compiling"):
         assert ui.rows().count() == 0                          # a fresh session: no compile yet
+        chart = dash.locator("img.nk-chart")
+        before = chart.get_attribute("src")
         dash.locator(".nk-generate").click()
         row = dash.locator(".nk-compiling .nk-compiling-row")
         expect(row).to_have_count(1, timeout=WAIT_MS)
@@ -210,6 +214,17 @@ def test_generate_shows_the_compile_in_progress_before_its_event(dashboard_page)
         compiles = re.search(r"(\d+) compile\(s\)", dash.locator(".nk-output-text").inner_text())
         assert compiles and int(compiles[1]) >= 1, "the run summary names no compile"
         assert ui.rows().count() == int(compiles[1])            # each compile, one row
+        # what the run drew: the chart again, graphs per function, its text and advice
+        ui.page.wait_for_function(
+            "([el, before]) => el.src !== before && el.complete && el.naturalWidth > 0",
+            arg=[chart.element_handle(), before], timeout=WAIT_MS)
+        assert dash.locator(".nk-events-table tbody tr.nk-first").count() == 1
+        assert dash.locator(".nk-graph-count .nk-total-graphs").inner_text() == compiles[1]
+        assert dash.locator(".nk-output-text pre").inner_text().strip()
+        assert "tokens/s" in dash.locator(".nk-output-text").inner_text()
+        assert dash.locator(".nk-advice .nk-advice-item").count() >= 1
+        expect(dash.locator(".nk-generate")).to_be_enabled()
+        expect(dash.locator(".nk-load")).to_be_enabled()
 
 
 def test_stop_ends_a_sweep_and_keeps_its_events(dashboard_page):
