@@ -28,3 +28,24 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"test time: notebooks {notebooks:.0f} s ({len(_files['notebooks'])} notebooks, "
         f"{notebooks / total:.0%}), other tests {_seconds['tests']:.0f} s "
         f"({len(_files['tests'])} files); {total:.0f} s summed over workers, {wall:.0f} s wall")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest test files first, so the two xdist workers (``--dist loadscope``: a file at a
+    time) end together: the notebooks, then the files with browser tests, then files by their
+    number of slow tests. A file's tests stay together, in their order."""
+    browser: set[str] = set()
+    slow: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        slow[path] = slow.get(path, 0) + (item.get_closest_marker("slow") is not None)
+        if item.get_closest_marker("browser"):
+            browser.add(path)
+
+    def weight(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::")[0]
+        if path.startswith("notebooks/"):
+            return (0, 0)
+        return (1 if path in browser else 2, -slow[path])
+
+    items.sort(key=weight)  # stable: each file's tests keep their order
