@@ -30,6 +30,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"({len(_files['tests'])} files); {total:.0f} s summed over workers, {wall:.0f} s wall")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """xdist's ``--dist loadscope`` runs the files in the order below (its own order, by number
+    of tests, would leave a long file for the end): the same as ``--no-loadscope-reorder``."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest test files first, so the two xdist workers (``--dist loadscope``: a file at a
     time) end together: the notebooks, then the files with browser tests, then files by their

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -247,4 +248,32 @@ def test_a_widget_lost_to_jupyterlabs_websocket_race_is_run_again():
         idle = page.locator('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status="idle"]')
         _browser._rerun_if_a_widget_was_lost(page, page.locator(".nk-dashboard"), idle, 10_000)
         assert page.locator(".nk-dashboard").count() == 1
+        browser.close()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_cells_jupyterlab_dropped_are_run_again():
+    """Run All may run the first cell and drop the others (a kernel websocket that reconnects
+    forgets what it queued): they are run again until every cell has its number."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    page_html = """<div class="jp-NotebookPanel"><div class="jp-Notebook-ExecutionIndicator"
+      data-status="idle">idle</div><div class="jp-Cell"><div class="jp-InputPrompt">[ ]:</div>
+      </div><div class="jp-Cell"><div class="jp-InputPrompt">[ ]:</div></div></div>
+      <span class="lm-MenuBar-itemLabel"
+        onclick="document.getElementById('menu').hidden = false">Run</span>
+      <div id=menu hidden><span class="lm-Menu-itemLabel" onclick="
+        window.runs = (window.runs || 0) + 1;
+        const prompts = document.querySelectorAll('.jp-InputPrompt');
+        prompts[0].textContent = '[' + window.runs + ']:';
+        if (window.runs > 1) prompts[1].textContent = '[' + (window.runs + 1) + ']:';
+        ">Run All Cells</span></div>"""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        _browser.run_all_in_jupyterlab(page, "data:text/html," + quote(page_html), 20_000)
+        prompts = page.locator(".jp-InputPrompt").all_inner_texts()
+        assert prompts == ["[2]:", "[3]:"] and page.evaluate("window.runs") == 2
         browser.close()
