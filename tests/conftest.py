@@ -1,12 +1,10 @@
 """Shared fixtures: the embedded tiny model, a fake Neuron install, a fake Neuron compile cache."""
 from __future__ import annotations
 
-import importlib.machinery
 import itertools
 import os
 import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -44,50 +42,50 @@ def tiny_model_path(neuronkit_home) -> Path:
 
 # --------------------------------------------------------------------------- fake Neuron
 
-class FakeNeuron:
-    """Stands in for ``torch.neuron`` (torch-neuronx's device namespace). Set ``.count`` freely."""
-
-    def __init__(self, count: int = 2, bf16: bool = True):
-        self.count = count
-        self.bf16 = bf16
-        self.current = 0
-        self.metrics: list[dict] = []  # what torch_neuronx.get_dynamo_metrics() returns
-
-    def is_available(self) -> bool:
-        return self.count > 0
-
-    def device_count(self) -> int:
-        return self.count
-
-    def set_device(self, device) -> None:
-        index = device if isinstance(device, int) else int(str(device).partition(":")[2] or 0)
-        if not 0 <= index < self.count:
-            raise RuntimeError(f"fake neuron: no device {device!r} (count={self.count})")
-        self.current = index
-
-    def current_device(self) -> int:
-        return self.current
-
-    def is_bf16_supported(self) -> bool:
-        return self.bf16
-
-
 @pytest.fixture
-def fake_neuron(request, monkeypatch) -> FakeNeuron:
-    """A fake ``torch.neuron`` plus a fake ``torch_neuronx`` module (default 2 devices).
+def fake_neuron(request):
+    """The contract fake of native torch-neuronx (``tests/neuron_fake``), installed for one test.
 
-    Choose the device count with ``@pytest.mark.parametrize("fake_neuron", [0, 4], indirect=True)``
-    or by setting ``fake_neuron.count``. Nothing is placed on a real ``neuron`` device: code
-    under test must not move tensors there (patch ``from_pretrained`` etc. where it would).
+    ``torch_neuronx``, its submodules and ``torch.neuron`` behave as the source does (each name
+    cites it): ``set_device`` takes an int or ``torch.device`` and raises ``ValueError`` out of
+    range, ``get_dynamo_metrics()`` synchronizes and returns ``NeuronCompilationMetrics``,
+    ``__version__`` is ``"0.1.0"``; ``fake_neuron.sync_count`` counts synchronizes. Default 2
+    devices; choose with ``@pytest.mark.parametrize("fake_neuron", [0, 4], indirect=True)``.
+    ``installed_fake`` resets Dynamo and swaps the ``neuron`` backend on entry and restores all
+    of it on exit. Nothing is placed on a real ``neuron`` device (``torch.device("neuron")`` does
+    not parse under the fake): code under test must not move tensors there (patch
+    ``from_pretrained`` etc. where it would).
     """
-    fake = FakeNeuron(count=getattr(request, "param", 2))
-    monkeypatch.setattr(torch, "neuron", fake, raising=False)
-    module = types.ModuleType("torch_neuronx")
-    module.__spec__ = importlib.machinery.ModuleSpec("torch_neuronx", None)
-    module.__version__ = "2.9.0.fake"
-    module.get_dynamo_metrics = lambda: list(fake.metrics)
-    monkeypatch.setitem(sys.modules, "torch_neuronx", module)
-    return fake
+    from neuron_fake import installed_fake
+
+    with installed_fake(device_count=getattr(request, "param", 2)) as fake:
+        request.node.stash[_FAKE_NEURON] = fake
+        yield fake
+
+
+_FAKE_NEURON = pytest.StashKey[object]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After every fixture is torn down, no trace of ``fake_neuron`` may remain. It can: a
+    ``monkeypatch`` set up before the fake (an autouse fixture's) undoes *after* the fake left,
+    so ``monkeypatch.delitem(sys.modules, "torch_neuronx")`` puts the fake back for later tests.
+    Inside a test, change ``sys.modules`` / ``torch.neuron`` directly: the fixture restores them."""
+    result = yield
+    fake = item.stash.get(_FAKE_NEURON, None)
+    if fake is not None:
+        leaked = [name for name, module in list(sys.modules.items())
+                  if str(getattr(module, "__file__", None)).startswith("<neuron_fake:")]
+        if getattr(torch, "neuron", None) is getattr(fake, "neuron", None):
+            del torch.neuron
+            leaked.append("torch.neuron")
+        for name in leaked:
+            sys.modules.pop(name, None)
+        if leaked:
+            raise RuntimeError(f"fake_neuron left {leaked} behind (removed now): do not change "
+                               "sys.modules or torch.neuron through monkeypatch in its tests")
+    return result
 
 
 @pytest.fixture

@@ -8,32 +8,61 @@ from __future__ import annotations
 from collections import Counter
 
 from neuronkit.advice.finding import Advice
-from neuronkit.events.event import GRAPH_KINDS, CompileEvent
-from neuronkit.events.facts import of_kind
+from neuronkit.events.event import BUILD_KINDS, CompileEvent
+from neuronkit.events.facts import number, of_kind
 
-__all__ = ["neff_findings", "kernel_findings"]
+__all__ = ["fallback_findings", "kernel_findings", "neff_findings"]
 
 
 def neff_findings(events: list[CompileEvent]) -> list[Advice]:
-    """How much of the compile time the neuronx-cc builds took, and how many the cache saved."""
-    graphs = [e for e in of_kind(events, *GRAPH_KINDS) if e.neff_cache is not None]
+    """How much of the compile time the neuronx-cc builds took, and where the other NEFFs came
+    from. A disk hit is stored with 0 ms whether it was read at once or waited for another
+    process's build under its lock: torch-neuronx does not tell which, so it is not a saving."""
+    graphs = [e for e in of_kind(events, *BUILD_KINDS) if e.neff_cache is not None]
     if not graphs:
         return []
     states = Counter(e.neff_cache for e in graphs)
     built = [e for e in graphs if e.neff_cache == "compiled"]
     neff = sum(float(e.neff_compile_s or 0.0) for e in built)
     dynamo = sum(e.duration_s for e in graphs)
-    hits = states["disk_hit"] + states["memory_hit"]
+    backward = sum(1 for e in built if e.kind == "backward")
     detail = (f"{len(built)} graph(s) were built by neuronx-cc ({neff:.1f} s, after Dynamo's "
-              f"{dynamo:.1f} s of tracing and lowering); {states['disk_hit']} came from the NEFF "
-              f"disk cache and {states['memory_hit']} from memory.")
+              f"{dynamo:.1f} s of tracing and lowering"
+              + (f"; {backward} of them backward graphs, built at the first .backward()"
+                 if backward else "") + f"); {states['memory_hit']} came from memory")
+    if states["disk_hit"]:
+        detail += (f" and {states['disk_hit']} were loaded from the NEFF disk cache or waited "
+                   "for another process's build (torch-neuronx records 0 s for both, so their "
+                   "wait is not known)")
     fix = ("keep the NEFF cache between runs ($TORCH_NEURONX_NEFF_CACHE_DIR on a persistent disk, "
            "the same NEURON_CC_FLAGS: they are part of every key) and compile fewer shapes"
            if built and neff > dynamo else "")
-    return [Advice(f"NEFF builds took {neff:.1f} s for {len(built)} graph(s); {hits} cache hit(s)",
-                   detail, fix, "warning" if fix else "info",
+    where = [f"{n} {word}" for n, word in ((states["memory_hit"], "in memory"),
+                                            (states["disk_hit"], "loaded or waited")) if n]
+    return [Advice(f"NEFF builds took {neff:.1f} s for {len(built)} graph(s)"
+                   + (f"; {', '.join(where)}" if where else ""), detail + ".", fix,
+                   "warning" if fix else "info",
                    {"neff_s": round(neff, 3), "built": len(built), "disk_hits": states["disk_hit"],
-                    "memory_hits": states["memory_hit"], "dynamo_s": round(dynamo, 3)})]
+                    "memory_hits": states["memory_hit"], "dynamo_s": round(dynamo, 3),
+                    "backward_built": backward})]
+
+
+def fallback_findings(events: list[CompileEvent]) -> list[Advice]:
+    """Eager ops that fell back to CPU on Neuron: their compile failed, nothing was cached, and
+    every call compiles them again before running on CPU."""
+    rows = of_kind(events, "cpu_fallback")
+    if not rows:
+        return []
+    ops = sorted({op for e in rows for op in e.ops})
+    first = rows[0].context or "an unlabelled point"
+    detail = (f"{', '.join(ops)} ran on CPU (first seen at {first}): torch-neuronx could not "
+              "compile them, caches no failure, and so every call retries the compile and then "
+              "copies the tensors to CPU and back.")
+    fix = ("run once with NEURON_FALLBACK_ENABLED=0 (and TORCH_NEURONX_ENABLE_STACK_TRACE=1) so "
+           "the compile error is raised with the Python line; then change that op's dtype or "
+           "shape, or run it on CPU explicitly, and report the op to torch-neuronx")
+    return [Advice(f"{len(ops)} eager op(s) run on CPU after a failed Neuron compile", detail, fix,
+                   "warning", {"ops": ops, "safe_points": len(rows)})]
 
 
 def kernel_findings(events: list[CompileEvent]) -> list[Advice]:
@@ -44,6 +73,7 @@ def kernel_findings(events: list[CompileEvent]) -> list[Advice]:
         if not rows:
             continue
         total = sum(e.kernels for e in rows)
+        loaded = sum(int(number(e.metrics.get("loaded")) or 0) for e in rows)
         ops: Counter[str] = Counter()
         for e in rows:
             ops.update(e.ops)
@@ -58,7 +88,9 @@ def kernel_findings(events: list[CompileEvent]) -> list[Advice]:
                "pre/post-processing) compiles a kernel per op: pad prompts to a few buckets "
                "(nk.generate(..., buckets=...)) and warm each bucket up once before serving")
         seconds = sum(e.duration_s for e in rows)
-        found.append(Advice(f"{total} eager kernel(s) {'forecast' if forecast else 'compiled'}"
+        done = ("forecast" if forecast else f"new: {total - loaded} compiled, {loaded} loaded "
+                "or waited" if loaded else "compiled")
+        found.append(Advice(f"{total} eager kernel(s) {done}"
                             + (f" ({seconds:.1f} s)" if seconds else ""), detail, fix,
                             "warning" if len(rows) > 1 else "info",
                             {"kernels": total, "safe_points": len(rows), "forecast": forecast,

@@ -336,8 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the folder as this layout (default: detected from the folder "
                         "and the installed torch-neuronx)")
     p.add_argument("--prune", action="store_true",
-                   help="native layout: list the temp leftovers, zero-size NEFFs and stale "
-                        "locks to remove (a dry run; nothing is removed without --yes)")
+                   help="native layout: list the temp leftovers, zero-size NEFFs and old "
+                        "lock files no process holds, to remove (a dry run; nothing is removed "
+                        "without --yes)")
     p.add_argument("--yes", action="store_true", help="with --prune: really remove them")
     p.set_defaults(func=cmd_cache)
 

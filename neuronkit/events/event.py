@@ -10,14 +10,17 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["FIELDS", "GRAPH_KINDS", "KINDS", "NEFF_CACHE_STATES", "UPDATABLE", "CompileEvent",
-           "EventKind", "fields_of"]
+__all__ = ["BUILD_KINDS", "FIELDS", "GRAPH_KINDS", "KINDS", "NEFF_CACHE_STATES", "UPDATABLE",
+           "CompileEvent", "EventKind", "fields_of"]
 
 EventKind = Literal["first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels",
-                   "graph_break"]
+                   "graph_break", "backward", "cpu_fallback"]
 KINDS: tuple[str, ...] = ("first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels",
-                          "graph_break")
-GRAPH_KINDS: tuple[str, ...] = ("first", "recompile")  # the kinds that build a graph
+                          "graph_break", "backward", "cpu_fallback")
+GRAPH_KINDS: tuple[str, ...] = ("first", "recompile")  # the kinds that build a (Dynamo) graph
+# the kinds whose graph has a NEFF build on Neuron: a Dynamo graph, and the backward graph that
+# AOTAutograd builds at the graph's first ``.backward()`` (same function, compile id and step)
+BUILD_KINDS: tuple[str, ...] = (*GRAPH_KINDS, "backward")
 # where a graph's NEFF came from on Neuron: built by neuronx-cc, the disk cache, the in-memory cache
 NEFF_CACHE_STATES: tuple[str, ...] = ("compiled", "disk_hit", "memory_hit")
 UPDATABLE: tuple[str, ...] = ("neff_compile_s", "neff_cache")  # fields an update line may set
@@ -29,7 +32,9 @@ class CompileEvent:
     ran uncompiled after a limit hit (``eager_fallback``: ``calls`` of them, counted by the
     neuronkit workload that made them; torch records nothing for them), or the eager-op kernels
     compiled since the last safe point (``kernels``: ``kernels`` new ones, ``ops`` per op name;
-    ``forecast`` when counted on a machine without Neuron, as what Neuron would compile).
+    ``forecast`` when counted on a machine without Neuron, as what Neuron would compile), or the
+    backward graph of a compile, built at its first ``.backward()`` (``backward``), or eager ops
+    that fell back to CPU on Neuron since the last safe point (``cpu_fallback``: ``ops``).
 
     ``duration_s`` is Dynamo's time (for ``kernels``: their compile seconds where known). On
     Neuron ``neff_compile_s`` is the neuronx-cc build of the event's graphs, which runs after

@@ -31,10 +31,11 @@ from neuronkit.events.event import KINDS, NEFF_CACHE_STATES, UPDATABLE, EventKin
 __all__ = ["EVENT_LINE_START", "FORMAT", "FORMAT_VERSION", "MAX_COUNT", "MAX_DEPTH", "MAX_SECONDS",
            "MAX_TIME", "REQUIRED", "EventLine", "LogFolderError", "LogFormatError",
            "decode_event_lines", "event_problem", "explain_event", "show", "update_problem",
-           "wall_problem"]
+           "wall_problem", "clock_problem"]
 
 FORMAT = "neuronkit-compile-log"
-FORMAT_VERSION = 2  # 2: update lines, kinds "kernels" and "graph_break", neff_* / kernels / ops
+FORMAT_VERSION = 3  # 2: update lines, kinds "kernels" and "graph_break", neff_* / kernels / ops
+# 3: kinds "backward" and "cpu_fallback"
 # what an event line must name to be an event (a ``{}`` line once became a graph at t=0); the
 # other fields take their defaults, as in version 1 lines written without the newer ones
 REQUIRED: tuple[str, ...] = ("seq", "function")
@@ -261,6 +262,19 @@ def update_problem(data: dict[str, Any]) -> str | None:
     if cache is not None and cache not in _CACHE_SET:
         return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {show(cache)}"
     return _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True)
+
+
+def clock_problem(value: Any) -> str | None:
+    """A ``{"clock": {"barrier_at": t}}`` line: the wall time at a point every rank passed
+    together (the first barrier after ``init_process_group``), to align hosts' clocks."""
+    if type(value) is not dict or type(value.get("barrier_at")) not in _NUMBER:
+        return f"clock: expected {{\"barrier_at\": <epoch seconds>}}, got {show(value)}"
+    at = value["barrier_at"]
+    if not -MAX_TIME <= at <= MAX_TIME:
+        return f"clock barrier_at: expected epoch seconds, got {show(at)}"
+    if any(type(v) not in (str, int, float) for v in value.values()):
+        return "clock: expected numbers and names only"
+    return None
 
 
 def wall_problem(value: Any) -> str | None:

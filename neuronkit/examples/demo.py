@@ -1,17 +1,25 @@
 """``neuronkit demo``: the same mixed-length workload generated naively, then with buckets.
 
 Prints the device and compile backend actually used, then the compile report of each run,
-and a side-by-side comparison; off Neuron it adds a labelled projection of what the compiles
-would cost there (on Neuron the compile times are measured).
+and a side-by-side comparison (:func:`side_by_side`, which notebook 03 prints too). On Neuron
+every number in it is measured: Dynamo's seconds, the NEFF (neuronx-cc) build seconds resolved at
+the recorder's safe points, and the run's wall time, never a projection. Off Neuron it adds a
+labelled projection of what the compiles would cost there.
 """
 from __future__ import annotations
 
 import tempfile
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s a graph
 
-__all__ = ["run_demo", "NEURON_COMPILE_COST_S"]
+if TYPE_CHECKING:
+    from neuronkit.log.compile_log import CompileLog
+
+__all__ = ["run_demo", "side_by_side", "NEURON_COMPILE_COST_S"]
 
 
 def _unwritable(out: Path, exc: BaseException) -> ValueError:
@@ -26,7 +34,6 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
     import torch
 
     from neuronkit.examples.text import mixed_texts
-    from neuronkit.log.compile_log import CompileLog
     from neuronkit.recorder.recorder import CompileRecorder
     from neuronkit.setup.device import detect
     from neuronkit.setup.models import load_model, load_tokenizer
@@ -83,21 +90,56 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
         print(format_report(rec.log))
         print(f"sample output: {result.texts[0]!r}")
 
-    on_neuron = report.device == "neuron"
     print("\n=== side by side ===")
-    print(f"{'run':<10} {'graphs':>6} {'compile s':>10} {'wall s':>8}" +
-          ("" if on_neuron else f" {'projected on Neuron s':>22}"))
-    for name, log in logs.items():
-        graphs = sum(log.graph_counts().values())
-        row = f"{name:<10} {graphs:>6} {log.total_compile_s:>10.2f} {walls[name]:>8.2f}"
-        if not on_neuron:
-            projected = walls[name] - log.total_compile_s + graphs * NEURON_COMPILE_COST_S
-            row += f" {projected:>22.0f}"
-        print(row)
-    if on_neuron:
-        print("(compile s and wall s were measured on Neuron: these are neuronx-cc's own times)")
-    else:
-        print(f"(projection = measured execution time + graphs x {NEURON_COMPILE_COST_S:.0f} s "
-              f"per Neuron compile; it was not run on Neuron)")
+    print("\n".join(side_by_side({name: (log, walls[name]) for name, log in logs.items()},
+                                 on_neuron=report.device == "neuron")))
     print(f"\ncompile logs: {out}  (view with: neuronkit report {out / 'naive.jsonl'})")
     return 0
+
+
+def side_by_side(runs: Mapping[str, tuple[CompileLog, float]], *, on_neuron: bool,
+                 compile_cost_s: float = NEURON_COMPILE_COST_S) -> list[str]:
+    """The runs' compile costs, one row each (``runs``: name -> (log, measured wall seconds)).
+
+    On Neuron: graphs, Dynamo s, NEFF s (the neuronx-cc builds), compile s (both, each second
+    once: :attr:`CompileEvent.total_s`) and wall s, all measured; no projection. Elsewhere:
+    graphs, compile s, wall s and a projection labelled as one: the execution measured here (wall
+    minus compile) plus graphs x ``compile_cost_s``, an assumed Neuron compile.
+    """
+    if not on_neuron:
+        rows = [f"{'run':<10} {'graphs':>6} {'compile s':>10} {'wall s':>8} "
+                f"{'projected on Neuron s':>22}"]
+        for name, (log, wall) in runs.items():
+            graphs, compile_s = sum(log.graph_counts().values()), sum(e.total_s for e in log)
+            projected = max(wall - compile_s, 0.0) + graphs * compile_cost_s
+            rows.append(f"{name:<10} {graphs:>6} {compile_s:>10.2f} {wall:>8.2f} "
+                        f"{projected:>22.1f}")
+        return rows + textwrap.wrap(f"(projection = execution measured here (wall s - compile "
+                                    f"s) + graphs x {compile_cost_s:.0f} s, an assumed cost per "
+                                    "Neuron compile, not a measurement; it was not run on "
+                                    "Neuron)", 100)
+    kernel_s = {name: sum(float(e.duration_s or 0.0) for e in log
+                          if e.kind == "kernels" and not e.forecast) for name, (log, _) in runs.items()}
+    kernels = any(kernel_s.values())  # eager-op kernels built: their own column, not Dynamo's
+    rows = [f"{'run':<10} {'graphs':>6} {'dynamo s':>10} {'neff s':>10} "
+            + (f"{'kernel s':>10} " if kernels else "") + f"{'compile s':>10} {'wall s':>8}"]
+    inside = False
+    for name, (log, wall) in runs.items():
+        events = list(log)
+        graphs = sum(log.graph_counts().values())
+        dynamo = sum(float(e.duration_s or 0.0) for e in events) - kernel_s[name]
+        neff = sum(float(e.neff_compile_s or 0.0) for e in events)
+        inside = inside or any(e.neff_in_duration and e.neff_compile_s for e in events)
+        rows.append(f"{name:<10} {graphs:>6} {dynamo:>10.2f} {neff:>10.2f} "
+                    + (f"{kernel_s[name]:>10.2f} " if kernels else "")
+                    + f"{sum(e.total_s for e in events):>10.2f} {wall:>8.2f}")
+    kernel_note = "kernel s = the eager-op kernels built (`kernels` events); " if kernels else ""
+    notes = ["(measured on Neuron, no projection: dynamo s = torch.compile's own time; neff s "
+             "= the neuronx-cc builds, read with torch_neuronx.get_dynamo_metrics() at the "
+             f"recorder's safe points; {kernel_note}compile s = "
+             f"{'all three' if kernels else 'both'}, each second counted once; wall s = the run's "
+             "wall time, which already holds the waits for the builds)"]
+    if inside:
+        notes.append("(NEURON_LAUNCH_BLOCKING=1: the builds ran inside Dynamo's time, so dynamo s "
+                     "already holds neff s, and compile s counts them once)")
+    return rows + [line for note in notes for line in textwrap.wrap(note, 100)]

@@ -43,6 +43,8 @@ class CompileLog:
                                                                    "version": FORMAT_VERSION}
         self.path: Path | None = Path(path) if path is not None else None
         self.wall_time_s: float | None = self.header.get("wall_time_s")
+        self.closed: bool | None = None  # read from a file: its writer stopped after its last line
+        self.clock: dict[str, Any] | None = None  # {"barrier_at": t}: see set_clock
         self._lock = threading.Lock()
         self._torn = False  # a write failed, maybe mid-line: the next line starts on a new one
         self._hold: FileHold | None = None  # on the path this log writes (one file, one writer)
@@ -86,6 +88,16 @@ class CompileLog:
             self.wall_time_s = float(seconds)
             if self.path is not None:
                 self._append_line(json.dumps({"wall_time_s": self.wall_time_s}), sync=False)
+
+    def set_clock(self, barrier_at: float, **about: str | int | float) -> None:
+        """Note this host's wall time at a point every rank passed together (``barrier_at``), so
+        that merged logs of hosts whose clocks disagree are aligned; the file gets a
+        ``{"clock": ...}`` line."""
+        clock = {"barrier_at": float(barrier_at), **about}
+        with self._lock:
+            self.clock = clock
+            if self.path is not None:
+                self._append_line(json.dumps({"clock": clock}))
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the whole log (header + events) to ``path`` in one step (a crash mid-save leaves
@@ -198,6 +210,8 @@ class CompileLog:
         try:
             with open(fd, "w", encoding="utf-8", closefd=False) as fh:
                 fh.write(json.dumps(header, default=str) + "\n")
+                if self.clock is not None:
+                    fh.write(json.dumps({"clock": self.clock}) + "\n")
                 for event in self.events:
                     fh.write(json.dumps(fields_of(event), default=str) + "\n")
             os.fsync(fd)
@@ -218,10 +232,11 @@ class CompileLog:
         """Read a log. Lines that fail the schema (not JSON, a wrong type, a missing field, a
         truncated last line from a crash mid-write) are skipped with one warning naming them."""
         path = Path(path)
-        header, events, wall_time_s = read_log(path)
+        header, events, wall_time_s, state = read_log(path)
         log = cls(events, header=header)
         log.path = path
         log.wall_time_s = wall_time_s
+        log.closed, log.clock = state.closed, state.clock
         log._size = (signature(path) or (0, 0, 0, 0))[2]  # appends check the file is still whole
         return log
 
@@ -311,6 +326,8 @@ class CompileLog:
                 row["kernels"] += e.kernels
             elif kind == "graph_break":
                 row["graph_breaks"] += 1
+            elif kind in ("backward", "cpu_fallback"):  # a graph's backward; ops run on CPU
+                pass
             else:
                 row["failed"] += 1
             neff = e.neff_s

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import dataclass
 from itertools import compress, starmap
 from operator import attrgetter
 from pathlib import Path
@@ -31,6 +32,7 @@ from neuronkit.events.schema import (
     EventLine,
     LogFolderError,
     LogFormatError,
+    clock_problem,
     decode_event_lines,
     event_problem,
     show,
@@ -40,19 +42,19 @@ from neuronkit.events.schema import (
 from neuronkit.log.gc_pause import paused_gc
 from neuronkit.safe import strip_control
 
-__all__ = ["read_log"]
+__all__ = ["LogReader", "LogState", "read_log"]
 
 
-def read_log(path: Path) -> tuple[dict[str, Any], list[CompileEvent], float | None]:
-    """The header, the good events (update lines applied) and the wall time of a log file;
-    one warning names the lines skipped."""
+def read_log(path: Path) -> tuple[dict[str, Any], list[CompileEvent], float | None, LogState]:
+    """The header, the good events (update lines applied), the wall time and the state (closed,
+    clock) of a log file; one warning names the lines skipped."""
     name = strip_control(path, keep_newlines=False)
     if path.is_dir():
         raise LogFolderError(f"{name} is a folder, not a compile log: pass a .jsonl file "
                              "(per-rank logs in a folder: nk.merge_logs(folder))")
     if not path.is_file():
         raise FileNotFoundError(f"compile log not found: {name}")
-    reader = _Reader(path)
+    reader = LogReader(path)
     with paused_gc(keep=True), open(path, "rb") as fh:
         header = reader.header(fh.readline())
         number, tail = 2, b""
@@ -67,7 +69,18 @@ def read_log(path: Path) -> tuple[dict[str, Any], list[CompileEvent], float | No
             number += block.count(b"\n", 0, cut) + 1
         if tail:
             reader.line(number, tail, terminated=False)
-    return header, reader.events, reader.finish()
+    wall = reader.finish()
+    return header, reader.events, wall, LogState(reader.saved or not reader.open, reader.clock)
+
+
+@dataclass(frozen=True)
+class LogState:
+    """What a log's lines say of its writer: ``closed`` (its recorder stopped after its last
+    event: a wall-time line came last; False for a writer killed or still running) and
+    ``clock`` (``{"barrier_at": t, ...}``: this host's wall time at a point all ranks passed)."""
+
+    closed: bool = True
+    clock: dict[str, Any] | None = None
 
 
 _SHOWN = 10  # bad lines named in the warning; the rest are counted
@@ -95,7 +108,7 @@ def _loads(text: str) -> Any:
         return json.loads(text, parse_int=_long_int)
 
 
-class _Reader:
+class LogReader:
     """Reads one log file line by line: the header, events, update and wall-time lines; keeps
     the good lines and notes the bad ones for one warning."""
 
@@ -108,6 +121,9 @@ class _Reader:
         self.bad: list[tuple[int, str]] = []
         self.replaced: list[int] = []  # lines with invalid UTF-8, read with U+FFFD
         self._checked: set[tuple] = set()
+        self.open = True   # no wall-time line after the last event or update (yet)
+        self.saved = False
+        self.clock: dict[str, Any] | None = None
         self._strings: dict[str, str] = {}  # one copy of each repeated name, place and label
 
     def _text(self, number: int, raw: bytes) -> str:
@@ -152,6 +168,7 @@ class _Reader:
                 del header["wall_time_s"]
             else:
                 self.wall_time_s = header["wall_time_s"]
+                self.saved = True  # a saved log: written whole, closed
         ranks = header.get("ranks", [])
         if type(ranks) is not list or any(type(r) is not int or not 0 <= r <= MAX_COUNT
                                           for r in ranks):
@@ -181,6 +198,9 @@ class _Reader:
         self.events.extend(starmap(CompileEvent, map(_ALL_FIELDS, events)))
         for k in others:
             self.line(first + k, rows[k])
+        last = next((k for k in range(len(rows) - 1, -1, -1) if rows[k].strip()), None)
+        if last is not None and is_event[last]:  # read out of order above: the last line decides
+            self.open = True
 
     def line(self, number: int, raw: bytes, terminated: bool = True) -> None:
         text = self._text(number, raw)
@@ -209,11 +229,18 @@ class _Reader:
                 problem = update_problem(data)
                 if problem is None:
                     self.updates.append((number, data))
+                    self.open = True
                     return
             elif "wall_time_s" in data:
                 problem = wall_problem(data["wall_time_s"])
                 if problem is None:
                     self.wall_time_s = data["wall_time_s"]
+                    self.open = False
+                    return
+            elif "clock" in data:
+                problem = clock_problem(data["clock"])
+                if problem is None:
+                    self.clock = data["clock"]
                     return
             elif "format" in data:
                 problem = "a second header line: two writers shared this file"
@@ -231,6 +258,7 @@ class _Reader:
                 value = data[name]
                 data[name] = strings.setdefault(value, value)
         self.events.append(CompileEvent.from_dict(data))
+        self.open = True
 
     def finish(self) -> float | None:
         """Apply the update lines, say what was skipped (one warning), return the wall time."""

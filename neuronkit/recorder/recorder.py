@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from neuronkit.events.event import CompileEvent
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.recorder.header import default_header, detected
 from neuronkit.recorder.log_file import LogFile
 from neuronkit.setup import device as setup_device
@@ -64,7 +64,7 @@ class CompileRecorder:
 
     def __init__(self, log_path: str | os.PathLike[str] | None = None, *, device: str | None = None,
                  backend: str | None = None, rank: int | None = None, context: str = "",
-                 quiet: bool = True) -> None:
+                 quiet: bool = True, header: dict[str, Any] | None = None) -> None:
         if rank is not None and (not isinstance(rank, int) or rank < 0):
             raise ValueError(f"rank must be a non-negative int, got {rank!r}")
         told = bool(device)
@@ -82,8 +82,11 @@ class CompileRecorder:
         # the header claims no device the run may not use: on an accelerator host a default
         # recorder cannot tell (a CPU run on a Neuron host), so the events say theirs
         claimed = self.device if told or self.device == "cpu" else ""
-        header = default_header(device=claimed, backend=self.backend, rank=self.rank)
-        self._file = LogFile(self, header, log_path)  # refused if another recorder writes it
+        extra = {k: v for k, v in (header or {}).items()
+                 if k not in ("format", "version", "device", "backend", "rank")}
+        # one file, one writer: refused if another recorder writes log_path
+        self._file = LogFile(self, default_header(device=claimed, backend=self.backend,
+                                                  rank=self.rank, **extra), log_path)
         self.log = self._file.log
         self.write_errors = self._file.errors  # failed writes to log_path (events are kept)
         self._default_context = str(context)
@@ -216,16 +219,18 @@ class CompileRecorder:
                                         context=start.context or self._context.get())
         self._in_progress.update(start)
 
-    def safe_point(self) -> None:
+    def safe_point(self, wait: bool = True) -> None:
         """Resolve what is known only after a compile returns: on native Neuron, the NEFF build
         time and cache state of each pending event (written as update lines) and the eager-op
         kernels compiled since the last safe point (one ``kernels`` event). At most one
-        ``torch_neuronx.synchronize()``; call it where waiting for the device costs nothing
-        (nk.generate, the Trainer callback and the dashboard already do). A pending async error
-        of the user's own work is raised here, as the user's next synchronize would. Off Neuron
-        it does nothing. The NEFF builds in ``compiling`` then end."""
+        ``torch_neuronx.synchronize()``: call it where the program waits for the device anyway
+        (nk.generate after its tokens are read, the Trainer callback at logging steps and epoch
+        ends, ``stop()``). ``wait=False`` synchronizes only when a NEFF build is pending, so a
+        steady step costs none (the Trainer callback's step end). A pending async error of the
+        user's own work is raised here, as the user's next synchronize would. Off Neuron it
+        does nothing. The NEFF builds in ``compiling`` then end."""
         building = self._in_progress.open_ids("device")
-        NEURON.settle(self)
+        NEURON.settle(self, wait)
         self._in_progress.end(building)  # resolved, or unknowable: no later safe point knows more
 
     def update(self, seq: int, **fields: Any) -> CompileEvent:
@@ -252,7 +257,7 @@ class CompileRecorder:
         notes = self._notes.get()
         event = dataclasses.replace(
             event, device=event.device or self.device, backend=event.backend or self.backend,
-            rank=self.rank, context=self._context.get(),
+            rank=self.rank, context=self._context_of(event),
             metrics={**event.metrics, **notes} if notes else dict(event.metrics))
         with self._file.writing("a compile event", self.active):
             self.log.append(event)  # in memory first: a failed write does not lose it
@@ -263,6 +268,15 @@ class CompileRecorder:
             except Exception as exc:
                 self._subscriber_failed(exc)
         return event
+
+    def _context_of(self, event: CompileEvent) -> str:
+        """The label an event gets: the thread's, but a backward graph's is its forward
+        compile's (autograd may run it on a thread of its own, where no step is set)."""
+        if event.kind == "backward":
+            for e in reversed(self.log.events):
+                if e.compile_id == event.compile_id and e.kind in GRAPH_KINDS:
+                    return e.context
+        return self._context.get()
 
     def _subscriber_failed(self, exc: Exception) -> None:
         self.subscriber_errors.append(exc)

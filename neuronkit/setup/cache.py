@@ -23,7 +23,7 @@ from neuronkit.setup.cache_native import CACHE_DIR_ENV, is_native_shard, native_
 from neuronkit.setup.cache_prune import PruneResult, prune_native
 from neuronkit.setup.cache_report import CacheReport
 from neuronkit.setup.cache_text import printable
-from neuronkit.setup.device import loaded_neuronx, neuronx_installed
+from neuronkit.setup.device import loaded_neuronx, neuronx_installed, neuronx_is_native
 from neuronkit.setup.packages import module_installed
 
 LAYOUTS = ("native", "legacy")
@@ -36,6 +36,8 @@ __all__ = ["LAYOUTS", "detect_layout", "inspect_cache", "prune_cache"]
 def _package_layout() -> tuple[str, str] | None:
     if loaded_neuronx() is None and not neuronx_installed():
         return None
+    if neuronx_is_native():
+        return "native", "the installed torch-neuronx is the native one (neuron_dynamo_backend)"
     if module_installed("torch_xla"):
         return "legacy", "torch-neuronx is installed with torch_xla (the XLA-based one)"
     return "native", "torch-neuronx is installed without torch_xla"
@@ -149,8 +151,9 @@ def inspect_cache(path: str | os.PathLike | None = None, *,
 
 def prune_cache(path: str | os.PathLike | None = None, *, layout: str | None = None,
                 dry_run: bool = True) -> PruneResult:
-    """Remove the native cache's temp leftovers, zero-size NEFFs and stale locks; by default
-    a dry run that only lists them. Good NEFFs and fresh or held locks are never touched."""
+    """Remove the native cache's temp leftovers, zero-size NEFFs and old lock files no process
+    holds; by default a dry run that only lists them. Good NEFFs and recent or held locks are
+    never touched."""
     report = inspect_cache(path, layout=layout)
     where = printable(report.path)
     if not report.exists:

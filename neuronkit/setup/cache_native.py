@@ -11,8 +11,10 @@ One folder (``TORCH_NEURONX_NEFF_CACHE_DIR``, default ``/tmp/neff_cache``) holds
   Lock: ``<local>/<h>/locks/compile.lock``.
 
 ``<local>`` is ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR`` (default ``/tmp/local_cache``). Locks are
-``flock`` files left behind after use; a waiter breaks one after
-``TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT`` seconds (default 1200). Only the files named above are
+``flock`` files left behind after use: an old one that nobody holds is a normal leftover. A lock
+is *stale* in torch-neuronx's sense (``core/cache/FileLock.cpp``: "breaking stale lock") when it
+is held past ``TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT`` seconds (default 1200): a waiter that
+waited that long removes it and takes a new one. Only the files named above are
 ever removed (by ``cache_prune``), and only when no compile can be using them. Links are never
 followed: a linked file or folder (which could lead out of the cache, or back into it) is neither
 counted nor removed, and nothing is removed through one.
@@ -115,7 +117,10 @@ class CacheFile:
 
 @dataclass
 class LockFile:
-    """A lock file; ``stale`` = older than the timeout and not held by anyone now."""
+    """A lock file. ``held``: someone holds its flock now (a non-blocking ``flock`` attempt
+    failed; None: could not check). ``stale``: held, and the file is older than the lock timeout,
+    torch-neuronx's meaning (a compile has held it that long, or hung; a waiter breaks it).
+    ``leftover``: older than the timeout and not held, what a finished compile leaves behind."""
 
     path: Path
     kind: str  # "cpp" | "python"
@@ -123,6 +128,7 @@ class LockFile:
     age_s: float
     held: bool | None  # None: could not check
     stale: bool
+    leftover: bool = False
 
 
 @dataclass
@@ -156,14 +162,20 @@ class NativeCache:
 
     @property
     def stale_locks(self) -> list[LockFile]:
+        """Locks held past the lock timeout (torch-neuronx's "stale lock")."""
         return [lk for lk in self.locks if lk.stale]
 
     @property
+    def leftover_locks(self) -> list[LockFile]:
+        """Lock files older than the timeout that nobody holds: normal leftovers."""
+        return [lk for lk in self.locks if lk.leftover]
+
+    @property
     def prunable(self) -> list[tuple[str, Path]]:
-        """(what, path) of everything ``prune_native`` would remove."""
+        """(what, path) of everything ``prune_native`` would remove (never a held lock)."""
         return ([("temp leftover", f.path) for f in self.leftovers]
                 + [("zero-size NEFF", f.path) for f in self.zero_size]
-                + [("stale lock", lk.path) for lk in self.stale_locks])
+                + [("old lock file", lk.path) for lk in self.leftover_locks])
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -246,7 +258,9 @@ def _scan_locks(local_dir: Path, timeout_s: int, now: float) -> list[LockFile]:
             continue
         age = now - st.st_mtime
         held = _held(path)
-        locks.append(LockFile(path, kind, key, age, held, age > timeout_s and held is not True))
+        old = age > timeout_s
+        locks.append(LockFile(path, kind, key, age, held, stale=old and held is True,
+                              leftover=old and held is not True))
     return locks
 
 

@@ -1,5 +1,7 @@
-"""Prune the native NEFF cache: remove temp leftovers, zero-size NEFFs and stale locks, each
-checked again under its key's lock, never through a link; a dry run only lists them."""
+"""Prune the native NEFF cache: remove temp leftovers, zero-size NEFFs and old lock files that
+no process holds, each checked again under its key's lock, never through a link; a dry run only
+lists them. A held lock is never removed, however old (torch-neuronx's own waiters break one held
+past its timeout)."""
 from __future__ import annotations
 
 import errno
@@ -21,7 +23,7 @@ __all__ = ["PruneItem", "PruneResult", "prune_native"]
 class PruneItem:
     """One file prune looked at, and what happened to it."""
 
-    what: str   # "temp leftover" | "zero-size NEFF" | "stale lock"
+    what: str   # "temp leftover" | "zero-size NEFF" | "old lock file"
     path: Path
     outcome: str  # "would remove" | "removed" | "kept: <why>" | "failed: <OS error>"
 
@@ -48,7 +50,7 @@ class PruneResult:
         where = f"{printable(self.root)} (locks: {printable(self.local_dir)})"
         if not self.items:
             return (f"Nothing to prune in {where}: no temp leftovers, zero-size NEFFs or "
-                    "stale locks.")
+                    "old lock files no process holds.")
         width = max(len(i.what) for i in self.items)
         rows = [f"  {i.what:<{width}}  {printable(i.path)}"
                 + ("" if i.outcome in ("would remove", "removed") else f"  [{i.outcome}]")
@@ -127,11 +129,11 @@ def _remove(what: str, base: Path, path: Path, lock: Path | None,
 
 
 def prune_native(root: Path, cache: NativeCache, *, dry_run: bool = True) -> PruneResult:
-    """Remove the temp leftovers, zero-size NEFFs and stale locks of ``cache`` (a dry run lists
-    them). Each file is checked again while holding its key's lock (the lock writers hold), so
-    a running compile never loses a file; good NEFFs and fresh or held locks are never touched.
-    As with torch-neuronx's own stale-lock breaking, a process that opened a lock just before it
-    is removed may compile that graph once more; the NEFF is the same."""
+    """Remove the temp leftovers, zero-size NEFFs and old unheld lock files of ``cache`` (a dry
+    run lists them). Each file is checked again while holding its key's lock (the lock writers
+    hold), so a running compile never loses a file; good NEFFs and recent or held locks are never
+    touched. As with torch-neuronx's own stale-lock breaking, a process that opened a lock just
+    before it is removed may compile that graph once more; the NEFF is the same."""
     result = PruneResult(root, cache.local_dir, dry_run)
 
     def old(base: Path, path: Path) -> bool:
@@ -148,7 +150,7 @@ def prune_native(root: Path, cache: NativeCache, *, dry_run: bool = True) -> Pru
     for f in cache.zero_size:
         result.items.append(_remove("zero-size NEFF", root, f.path,
                                     f.lock_path(cache.local_dir), empty, dry_run))
-    for lk in cache.stale_locks:
-        result.items.append(_remove("stale lock", cache.local_dir, lk.path, lk.path, old,
+    for lk in cache.leftover_locks:
+        result.items.append(_remove("old lock file", cache.local_dir, lk.path, lk.path, old,
                                     dry_run))
     return result

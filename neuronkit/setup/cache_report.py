@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from neuronkit.setup.cache_legacy import STATES, CacheEntry
-from neuronkit.setup.cache_native import CACHE_DIR_ENV, CacheFile, NativeCache, cache_switch
+from neuronkit.setup.cache_native import CACHE_DIR_ENV, CacheFile, LockFile, NativeCache, cache_switch
 from neuronkit.setup.cache_text import ago, human_size, printable
 
 __all__ = ["CacheReport", "native_lines"]
@@ -72,7 +72,8 @@ class CacheReport:
             return (f"{where}: {len(n.neffs)} NEFFs ({n.count('cpp')} C++, "
                     f"{n.count('python')} Python), {human_size(n.neff_bytes)}; "
                     f"{len(n.leftovers)} temp leftovers, {len(n.zero_size)} zero-size, "
-                    f"{len(n.stale_locks)} stale locks (native layout)")
+                    f"{len(n.locks)} lock file{'' if len(n.locks) == 1 else 's'} "
+                    f"({len(n.stale_locks)} stale: held past the lock timeout) (native layout)")
         c = self.counts
         return (f"{where}: {len(self.entries)} graphs ({c['ok']} ok, {c['failed']} failed, "
                 f"{c['locked']} locked, {c['empty']} empty), {human_size(self.total_size)}")
@@ -168,16 +169,29 @@ def native_lines(cache: NativeCache) -> list[str]:
     return out
 
 
+def _lock_state(lk: LockFile) -> str:
+    if lk.stale:
+        return "held past the timeout (stale)"
+    if lk.held:
+        return "held now"
+    if lk.held is None:
+        return "could not check whether it is held"
+    return "not held (leftover)" if lk.leftover else "not held"
+
+
 def _lock_lines(cache: NativeCache) -> list[str]:
-    """The locks: how many are stale or held, the oldest ten by path."""
+    """The locks: how many are held, held past the timeout (stale) or old leftovers, the oldest
+    ten by path."""
     held = sum(lk.held is True for lk in cache.locks)
+    old = len(cache.leftover_locks)
     out = [f"  locks      {len(cache.locks)} in {printable(cache.local_dir)} "
-           f"({cache.local_source}): {len(cache.stale_locks)} stale (older than "
-           f"{cache.timeout_s} s, {cache.timeout_source}; --prune removes them), "
-           f"{held} held by a running compile"]
+           f"({cache.local_source}): {held} held by a running compile, "
+           f"{len(cache.stale_locks)} stale (held past the lock timeout, {cache.timeout_s} s, "
+           f"{cache.timeout_source}; a waiting process breaks such a lock), {old} old "
+           f"{'one' if old == 1 else 'ones'} no process holds (a normal leftover; --prune "
+           f"removes {'it' if old == 1 else 'them'})"]
     for lk in sorted(cache.locks, key=lambda lk: -lk.age_s)[:10]:
-        state = "held now" if lk.held else "stale" if lk.stale else "fresh"
-        out.append(f"    {printable(lk.path)}  {ago(lk.age_s)} old, {state}")
+        out.append(f"    {printable(lk.path)}  {ago(lk.age_s)} old, {_lock_state(lk)}")
     if len(cache.locks) > 10:
         out.append(f"    ... and {len(cache.locks) - 10} more")
     return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuronkit.safe import terminal_safe
-from neuronkit.setup.neuron_stack import NEURON_PIP_REPO, Finding, instance_type, native_findings
+from neuronkit.setup.neuron_stack import Finding, install_hint, instance_type, native_findings
 from neuronkit.setup.packages import module_installed, package_version
 
 CPU_BACKEND_ENV = "NEURONKIT_CPU_BACKEND"
@@ -27,7 +27,8 @@ BUILTIN_BACKENDS = ("eager", "aot_eager", "inductor")  # always registered by to
 DEVICE_TYPES = ("neuron", "cuda", "cpu")
 
 __all__ = ["detect", "resolve_device", "DeviceReport", "NeuronNotFoundError",
-           "DeviceFallbackWarning", "neuronx_installed", "loaded_neuronx", "import_neuronx",
+           "DeviceFallbackWarning", "neuronx_installed", "neuronx_is_native", "loaded_neuronx",
+           "import_neuronx",
            "cpu_backend", "CPU_BACKEND_ENV", "DEFAULT_CPU_BACKEND", "neuronx_build_defaults",
            "STACK_NAMES"]
 # Finding, the instance and version checks and their constants live in neuron_stack.py,
@@ -36,13 +37,14 @@ __all__ = ["detect", "resolve_device", "DeviceReport", "NeuronNotFoundError",
 STACK_NAMES = {"native": "native torch-neuronx (device 'neuron', torch.compile backend 'neuron')",
                "xla": "XLA-based torch-neuronx (device 'xla'; no 'neuron' device)"}
 
-INSTALL_HINT = (
-    "Install the native torch-neuronx from the AWS Neuron repository on a Trn2/Trn3 instance "
-    f"(pip install torch-neuronx --extra-index-url={NEURON_PIP_REPO}, taking the torch-neuronx "
-    "2.X.* family that matches torch 2.X), or use an AWS Deep Learning AMI/Container for Neuron; "
-    "then check `neuronkit doctor`. "
-    "To run here anyway, pass device='cpu' (or None for automatic choice)."
-)
+
+
+def _install_advice() -> str:
+    """What to do when Neuron was asked for and is missing (the command of the docs)."""
+    return ("Install the native torch-neuronx on a Trn2/Trn3 instance: "
+            f"{install_hint()}; or use an AWS Deep Learning AMI/Container for Neuron; then check "
+            "`neuronkit doctor`. To run here anyway, pass device='cpu' (or None for automatic "
+            "choice).")
 
 
 class NeuronNotFoundError(RuntimeError):
@@ -101,6 +103,23 @@ class DeviceReport:
 def neuronx_installed() -> bool:
     """Whether torch-neuronx can be imported here (without importing it)."""
     return module_installed("torch_neuronx")
+
+
+def neuronx_is_native() -> bool:
+    """The installed torch-neuronx is the native one (TorchNeuron): it has
+    ``neuron_dynamo_backend``, looked up in the loaded module, else in the installed package's
+    folder (never imported here)."""
+    module = loaded_neuronx()
+    if module is not None and hasattr(module, "neuron_dynamo_backend"):
+        return True
+    folders: Any = getattr(module, "__path__", None) if module is not None else None
+    if module is None:
+        try:
+            spec = importlib.util.find_spec("torch_neuronx")
+        except (ImportError, ValueError):
+            return False
+        folders = getattr(spec, "submodule_search_locations", None)
+    return any(os.path.isdir(os.path.join(str(f), "neuron_dynamo_backend")) for f in folders or ())
 
 
 def loaded_neuronx() -> Any | None:
@@ -192,8 +211,7 @@ def detect(cpu_backend_name: str | None = None) -> DeviceReport:
             why = ("torch-neuronx is installed but registers no 'neuron' device: it is the "
                    "XLA-based torch-neuronx (device 'xla', for trn1/inf2)")
             notes.append("neuronkit needs the native torch-neuronx (device 'neuron', Trn2/Trn3). "
-                         f"Fix: on a Trn2/Trn3 instance, pip install torch-neuronx "
-                         f"--extra-index-url={NEURON_PIP_REPO} (the family matching your torch)")
+                         f"Fix: on a Trn2/Trn3 instance, {install_hint(torch.__version__)}")
         elif neuron is None:
             why = "torch-neuronx is not installed (torch has no 'neuron' device)"
         else:
@@ -244,7 +262,7 @@ def resolve_device(requested: str | None = None) -> str:
             found = "torch-neuronx is not installed" if _neuron_namespace() is None else \
                 "torch-neuronx is installed but reports no Neuron devices"
             raise NeuronNotFoundError(
-                f"device {requested!r} asked for, but {found}. {INSTALL_HINT}")
+                f"device {requested!r} asked for, but {found}. {_install_advice()}")
         if index and int(index) >= count:
             raise NeuronNotFoundError(f"device {requested!r} asked for, but only {count} Neuron "
                                       f"device(s) exist (neuron:0 .. neuron:{count - 1})")

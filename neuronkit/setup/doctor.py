@@ -11,8 +11,14 @@ from neuronkit.safe import strip_control
 from neuronkit.setup.cache import inspect_cache
 from neuronkit.setup.cache_report import CacheReport
 from neuronkit.setup.device import CPU_BACKEND_ENV, DEFAULT_CPU_BACKEND, STACK_NAMES, DeviceReport, detect
-from neuronkit.setup.doctor_native import NEFF_CACHE_FIX, Check, library_checks, settings_checks
-from neuronkit.setup.neuron_stack import torch_xla_version
+from neuronkit.setup.doctor_native import (
+    NEFF_CACHE_FIX,
+    Check,
+    library_checks,
+    lock_checks,
+    settings_checks,
+)
+from neuronkit.setup.neuron_stack import install_hint, torch_xla_version
 from neuronkit.setup.packages import package_version
 
 STALE_LOCK_S = 3600.0
@@ -55,7 +61,7 @@ def checks(report: DeviceReport, cache: CacheReport | None) -> list[Check]:
     else:
         out.append(Check("warn", "neuron devices", f"no Neuron device found: running on "
                          f"{report.device} with the {report.compile_backend!r} backend instead. "
-                         "Fix (on Trn2/Trn3): install torch-neuronx"))
+                         f"Fix (on Trn2/Trn3): {install_hint(report.versions.get('torch'))}"))
     out.extend(report.findings)  # instance, torch / torch-neuronx pairing, torch_xla
     out.append(Check("ok", "device_map='auto'", "it does not see Neuron (model stays on CPU); "
                      f"nk.load_model passes device_map={report.device!r} explicitly and checks "
@@ -91,6 +97,12 @@ def _cache_checks(cache: CacheReport | None, stack: str = "") -> list[Check]:
     if not os.access(cache.path, os.W_OK):
         out.append(Check("warn", "compile cache", f"{cache.path} is not writable: every run "
                          f"recompiles. Fix: chmod it, or {fix}"))
+    if cache.native is not None:  # its locks, in torch-neuronx's meaning of "stale"
+        found = lock_checks(cache.native)
+        if not out and not found:
+            found = [Check("ok", "compile cache", f"{len(cache.native.neffs)} NEFFs, no lock "
+                           "files")]
+        return out + found
     if cache.failed:
         what = "1 failed entry blocks" if len(cache.failed) == 1 else \
             f"{len(cache.failed)} failed entries block"

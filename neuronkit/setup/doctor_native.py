@@ -1,18 +1,22 @@
 """``neuronkit doctor`` checks for the native torch-neuronx ("TorchNeuron", Trn2/Trn3): how it
 compiles (``NEURON_LAUNCH_BLOCKING``), what it measures (``TORCH_NEURONX_METRICS_ENABLED``), what
-reaches neuronx-cc (``NEURON_CC_FLAGS``), where its NEFFs go (``TORCH_NEURONX_NEFF_CACHE_DIR``),
-and whether transformers / accelerate have the Neuron paths neuronkit uses.
+reaches neuronx-cc (``NEURON_CC_FLAGS``) and whether the compiler is on ``PATH``, where its NEFFs
+go (``TORCH_NEURONX_NEFF_CACHE_DIR``) and what its lock files say, and whether transformers /
+accelerate have the Neuron paths neuronkit uses.
 
-Reads the environment and package metadata only; whatever touches torch_neuronx is in device.py.
+Reads the environment, ``PATH``, lock files and package metadata only; whatever touches
+torch_neuronx is in device.py.
 """
 from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+import shutil
+from collections.abc import Callable, Mapping
 
+from neuronkit.setup.cache_native import NativeCache
 from neuronkit.setup.device import DeviceReport, neuronx_build_defaults
-from neuronkit.setup.neuron_stack import Finding
+from neuronkit.setup.neuron_stack import NEURON_PIP_REPO, Finding
 from neuronkit.setup.packages import package_version
 
 Check = Finding  # status "ok" | "warn" | "tip", name, text (what was found, and the fix)
@@ -40,7 +44,8 @@ ACCELERATE_NEURON = (
 )
 
 __all__ = ["settings_checks", "library_checks", "launch_blocking_check", "metrics_check",
-           "cc_flags_check", "neff_cache_check", "missing_features", "Check", "METRICS_ON",
+           "cc_flags_check", "neff_cache_check", "compiler_check", "lock_checks",
+           "missing_features", "Check", "METRICS_ON",
            "NEFF_CACHE_DEFAULT", "NEFF_CACHE_FIX", "TRANSFORMERS_NEURON", "ACCELERATE_NEURON"]
 
 _SYNC = ("sync mode: neuronx-cc time of torch.compile graphs lands inside Dynamo's compile time, "
@@ -61,6 +66,8 @@ def settings_checks(report: DeviceReport, env: Mapping[str, str] | None = None) 
     if native or METRICS_ENV in env:
         out.append(metrics_check(env))
     out.append(cc_flags_check(report.stack, env))
+    if native:
+        out.append(compiler_check(env))
     disabled = neff_cache_check(env)
     if disabled is not None:
         out.append(disabled)
@@ -84,8 +91,14 @@ def launch_blocking_check(env: Mapping[str, str]) -> Check:
         where = f"{value!r}, this {build or 'torch-neuronx'} build's default"
     else:
         where = f"{value!r}"
-    other = "'0' gives async mode" if effective == "1" else "'1' gives sync mode"
-    return Check("ok", LAUNCH_BLOCKING_ENV, f"{where} = {mode}. {other} ({once})")
+    if effective != "1":
+        return Check("ok", LAUNCH_BLOCKING_ENV, f"{where} = {mode}. '1' gives sync mode ({once})")
+    # RELEASE builds default to "1" (_build_config.py) and set it at import: unset is not async
+    keeps = (f"this build's default is {default!r}" if default is not None
+             else "RELEASE builds default to '1'")
+    return Check("ok", LAUNCH_BLOCKING_ENV, f"{where} = {mode}. For async mode: export "
+                 f"{LAUNCH_BLOCKING_ENV}=0 before starting Python; unsetting it does not help: "
+                 f"{keeps} ({once})")
 
 
 def metrics_check(env: Mapping[str, str]) -> Check:
@@ -100,8 +113,12 @@ def metrics_check(env: Mapping[str, str]) -> Check:
         return Check("warn", METRICS_ENV, f"{value!r} does not turn metrics on: torch-neuronx "
                      f"accepts only {', '.join(METRICS_ON)}. Fix: {enable}")
     what = "not set" if value is None else f"{value!r} (off)"
-    return Check("tip", METRICS_ENV, f"{what}: torch-neuronx records no kernel compile timings or "
-                 f"cache hit/miss counters. To see them: {enable}")
+    return Check("tip", METRICS_ENV, f"{what}: torch-neuronx keeps no cache hit/miss counters and "
+                 "no CompilationTime samples (torch_neuronx.metrics); compile times are kept all "
+                 "the same: each in-memory cache entry carries its build time "
+                 "(_C._get_compilation_cache_entries(), which works with metrics off), and "
+                 "neuronkit reads NEFF and kernel seconds from there. For the counters too: "
+                 f"{enable}")
 
 
 def cc_flags_check(stack: str, env: Mapping[str, str]) -> Check:
@@ -134,6 +151,60 @@ def cc_flags_check(stack: str, env: Mapping[str, str]) -> Check:
         return Check("ok", CC_FLAGS_ENV, f"{flags!r}: {native}")
     return Check("warn" if serious else "ok", CC_FLAGS_ENV,
                  f"{flags!r} {'; '.join(problems)}. Note: {native}. Fix: {'; '.join(fixes)}")
+
+
+def compiler_check(env: Mapping[str, str],
+                   which: Callable[..., str | None] = shutil.which) -> Check:
+    """``neuronx-cc`` on ``PATH``: torch-neuronx runs it by name, ``execvp`` searching ``PATH``
+    (``csrc/core/compilation/NeuronCompiler.cpp``; the Python path uses ``shutil.which``)."""
+    found = which("neuronx-cc", path=env.get("PATH", os.defpath))
+    if found:
+        return Check("ok", "neuronx-cc", f"{found}: torch-neuronx runs it by name (execvp "
+                     "searches PATH) for every NEFF build")
+    version = package_version("neuronx-cc")
+    where = (f"neuronx-cc {version} is installed, but its command is not on PATH: activate the "
+             "environment it was installed in (its bin/ folder on PATH) before starting Python"
+             if version else f"pip install 'neuronx-cc==2.*' --extra-index-url={NEURON_PIP_REPO} "
+             "in this environment, with its bin/ folder on PATH")
+    return Check("warn", "neuronx-cc", "not on PATH: torch-neuronx runs neuronx-cc by name "
+                 "(execvp), so every NEFF build fails: compiled graphs raise at the next "
+                 f"synchronize and eager ops fall back to the CPU. Fix: {where}")
+
+
+def lock_checks(cache: NativeCache) -> list[Check]:
+    """The native cache's lock files. torch-neuronx calls a lock stale when it is held past
+    the lock timeout (``core/cache/FileLock.cpp``: a waiter then breaks it): only that warns. An
+    old lock file nobody holds is what every finished build leaves: a normal leftover."""
+    locks = cache.locks
+    if not locks:
+        return []
+    timeout = f"{cache.timeout_s} s, {cache.timeout_source}"
+    stale, old = cache.stale_locks, len(cache.leftover_locks)
+    held = sum(lk.held is True for lk in locks) - len(stale)
+    unknown = sum(lk.held is None for lk in locks)
+    n = f"{len(locks)} lock file{'s' if len(locks) != 1 else ''}"
+    text = (f"{n}, {len(stale)} held past the lock timeout (see stale locks)" if stale
+            else f"{n}, none held past the lock timeout ({timeout})")
+    if held:
+        text += f"; {held} held by a running compile"
+    if old:
+        text += (f"; {old} old one{'s' if old != 1 else ''} no process holds: "
+                 + ("a normal leftover of a finished compile (`neuronkit cache --prune` tidies it)"
+                    if old == 1 else "normal leftovers of finished compiles (`neuronkit cache "
+                    "--prune` tidies them)"))
+    if unknown:
+        text += f"; {unknown} could not be checked (no permission to open them)"
+    out = [Check("ok", "lock files", text)]
+    if stale:
+        one = len(stale) == 1
+        out.insert(0, Check("warn", "stale locks", f"{len(stale)} lock{'' if one else 's'} held "
+                            f"past the lock timeout ({timeout}), e.g. {stale[0].path}: a compile "
+                            f"has held {'it' if one else 'them'} that long, or hung; a process "
+                            f"waiting on {'it' if one else 'one'} breaks it after "
+                            f"{cache.timeout_s} s and builds that NEFF itself. Fix: find the "
+                            f"holder (fuser {stale[0].path}) and let it finish or stop it; for "
+                            "builds longer than that, raise TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"))
+    return out
 
 
 def neff_cache_check(env: Mapping[str, str]) -> Check | None:

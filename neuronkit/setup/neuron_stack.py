@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,10 +17,16 @@ DMI_PRODUCT_NAME = "/sys/devices/virtual/dmi/id/product_name"  # the instance ty
 NATIVE_FAMILIES = ("trn2", "trn3")  # the native torch-neuronx (TorchNeuron) runs here only
 XLA_FAMILIES = ("trn1", "inf2")     # the XLA-based torch-neuronx (device 'xla') is for these
 NEURON_PIP_REPO = "https://pip.repos.neuron.amazonaws.com"
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # torch's CPU wheels, as the docs pin
+# Neuron 2.33 (setup/pytorch/index.html, update-manual.html, release notes): torch-neuronx
+# 2.13.3.0.* pairs with torch 2.13.0 and 2.14.3.0.* with 2.14.0, on Python 3.12, 3.13 or 3.14
+NATIVE_TORCH_FAMILIES = ("2.13", "2.14")
+NATIVE_PYTHONS = ((3, 12), (3, 13), (3, 14))
 
-__all__ = ["DMI_PRODUCT_NAME", "INSTANCE_ENV", "NATIVE_FAMILIES", "NEURON_PIP_REPO", "XLA_FAMILIES",
-           "Finding", "instance_family", "instance_type", "native_findings", "torch_xla_version",
-           "version_pairing"]
+__all__ = ["DMI_PRODUCT_NAME", "INSTANCE_ENV", "NATIVE_FAMILIES", "NATIVE_PYTHONS",
+           "NATIVE_TORCH_FAMILIES", "NEURON_PIP_REPO", "PYTORCH_CPU_INDEX", "XLA_FAMILIES",
+           "Finding", "install_command", "install_hint", "instance_family", "instance_type",
+           "native_findings", "torch_xla_version", "version_pairing"]
 
 
 @dataclass
@@ -93,7 +101,36 @@ def version_pairing(neuronx: str | None, torch_version: str | None) -> Finding |
     return Finding("warn", "version pairing", f"torch-neuronx {neuronx} is built for torch {want}, "
                    f"but torch {torch_version} is installed (the pair must share major.minor). "
                    f"Fix: pip install 'torch-neuronx=={have}.*' --extra-index-url={NEURON_PIP_REPO} "
-                   f"for this torch, or pip install 'torch=={want}.*' for this torch-neuronx")
+                   f"for this torch, or pip install 'torch=={want}.*' "
+                   f"--extra-index-url={PYTORCH_CPU_INDEX} for this torch-neuronx")
+
+
+def install_command(torch_version: str | None = None) -> str:
+    """The pip command of the Neuron 2.33 docs for native torch-neuronx: the torch-neuronx family
+    of this torch where one exists (else the newest), neuronx-cc 2.x, nki, and the Neuron and
+    PyTorch CPU indexes."""
+    if torch_version is None:
+        import torch
+
+        torch_version = torch.__version__
+    family = ".".join(torch_version.split("+", 1)[0].split(".")[:2])
+    family = family if family in NATIVE_TORCH_FAMILIES else NATIVE_TORCH_FAMILIES[-1]
+    return (f"pip install 'torch-neuronx=={family}.*' 'neuronx-cc==2.*' nki "
+            f"--extra-index-url={NEURON_PIP_REPO} --extra-index-url={PYTORCH_CPU_INDEX}")
+
+
+def install_hint(torch_version: str | None = None,
+                 python: Sequence[int] | None = None) -> str:
+    """How to install native torch-neuronx: the command, the version pairing, and the Python it
+    needs (said plainly when this Python is not one of them)."""
+    python = tuple(sys.version_info[:3] if python is None else python)
+    supported = ", ".join(f"{a}.{b}" for a, b in NATIVE_PYTHONS[:-1])
+    needs = f"Python {supported} or {'.'.join(map(str, NATIVE_PYTHONS[-1]))}"
+    if tuple(python[:2]) not in NATIVE_PYTHONS:
+        needs += (f"; this Python is {'.'.join(map(str, python))}: make the environment with one "
+                  "of those first")
+    return (f"{install_command(torch_version)} (Neuron 2.33: torch-neuronx 2.13.3.0.* pairs "
+            f"with torch 2.13.0, 2.14.3.0.* with torch 2.14.0; {needs})")
 
 
 def torch_xla_version() -> str | None:

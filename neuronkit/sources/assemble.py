@@ -324,3 +324,24 @@ def break_events(parts: TracedParts, compiled: CompileEvent, name: FrameName) ->
         graph_count=compiled.graph_count,
         metrics={**_frame_metrics(name), "graph_break": _break_metrics(site, site.reason, True)})
         for site in parts.breaks]
+
+
+def backward_event(m: dict[str, Any], forward: CompileEvent | None, key: tuple) -> CompileEvent:
+    """The backward graph of a compile, from torch's ``bwd_compilation_metrics`` record:
+    AOTAutograd builds it lazily at the graph's first ``.backward()`` (and on Neuron its NEFF
+    build follows). It belongs to its forward compile (``forward``: same compile id, function,
+    shapes and, in the recorder, step), whichever thread autograd ran it on."""
+    compile_id = str(m.get("compile_id") or f"{key[0]}/{key[1]}")
+    fwd = forward or CompileEvent(function="?")
+    start_us, duration_us = m.get("start_time_us"), m.get("duration_us")
+    if not isinstance(duration_us, (int, float)):
+        duration_us = m.get("backward_cumulative_compile_time_us")
+    dynamo = {k: m[k] for k in ("graph_node_count", "graph_op_count") if m.get(k) is not None}
+    return CompileEvent(
+        compile_id=compile_id, function=fwd.function, location=fwd.location, backend=fwd.backend,
+        device=fwd.device, input_shapes={n: list(d) for n, d in fwd.input_shapes.items()},
+        started_at=start_us / 1e6 if isinstance(start_us, (int, float)) else time.time(),
+        duration_s=duration_us / 1e6 if isinstance(duration_us, (int, float)) else 0.0,
+        changed="backward graph", kind="backward", graph_count=fwd.graph_count,
+        reasons=[f"the backward graph of compile {compile_id}, built at its first .backward()"],
+        metrics={"dynamo": dynamo, **{k: v for k, v in fwd.metrics.items() if k in ("frame", "phase")}})

@@ -32,12 +32,13 @@ import time
 from types import FrameType
 from typing import Any, Callable
 
-from neuronkit.events.event import CompileEvent
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.sources.assemble import (
     FrameName,
     FunctionState,
     TracedParts,
     assemble,
+    backward_event,
     break_events,
     name_frame,
 )
@@ -93,6 +94,7 @@ class _Tap(logging.Handler):
         self.started: dict[tuple, CompileStart] = {}        # the same key -> compile in progress
         self.frames: dict[Any, FrameName] = {}              # frame_id -> its last name
         self.functions: dict[tuple[str, str], FunctionState] = {}
+        self.forwards: dict[tuple, CompileEvent] = {}       # the same key -> its graph's event
         self.limit_notes: dict[int, dict[str, Any]] = {}    # thread id -> torch's limit warning
         self.errors: list[BaseException] = []
         self._saved_level: int | None = None
@@ -161,7 +163,12 @@ class _Tap(logging.Handler):
         if "compilation_metrics" in md:
             self._finish(key, md["compilation_metrics"])
             return
-        if any(name.endswith("compilation_metrics") for name in md):  # backward, runtime
+        if "bwd_compilation_metrics" in md:  # the lazy backward graph, at the first .backward()
+            self.pending.pop(key, None)
+            self._hand_out(backward_event(md["bwd_compilation_metrics"], self.forwards.get(key),
+                                          key))
+            return
+        if any(name.endswith("compilation_metrics") for name in md):  # runtime
             self.pending.pop(key, None)
             return
         if "dynamo_start" in md:
@@ -255,6 +262,10 @@ class _Tap(logging.Handler):
             state = self.functions.setdefault((name.function, name.location), FunctionState())
             event = assemble(parts, m, note, state, name, _config_limit())
             event.compile_id = event.compile_id or f"{key[0]}/{key[1]}"
+            if event.kind in GRAPH_KINDS:  # its backward graph may follow, lazily
+                if len(self.forwards) > 256:
+                    self.forwards.pop(next(iter(self.forwards)))
+                self.forwards[key] = event
             for e in [event, *break_events(parts, event, name)]:
                 self._hand_out(e)
         finally:  # each sink ended it on receiving the event; this is in case one did not

@@ -14,19 +14,27 @@ distinct keys of the ops run eagerly while it is active:
 (as ``nk.generate`` does) only those run on the device, the rest (``generate``'s decode loop,
 sampling) stays on the host and compiles nothing.
 
-The key mirrors the native one (``torch_neuronx/kernels/base.py``): the op overload's name,
-each tensor's shape and dtype, a Python number given for a Scalar (or Tensor) argument by its
-type only (``x + 1`` and ``x + 2`` share a kernel, ``x + 2.5`` does not); other non-tensor
-arguments (dims, ``keepdim``, dtypes) by value, as the ops that need them declare them static;
-and the outputs' shapes (so ``arange(0, n)`` differs per ``n``). Not counted, as native Neuron
-compiles nothing for them: view ops (``func.is_view``, e.g. ``view``, ``slice``, ``transpose``:
-strided aliases), allocations and host reads (``empty``, ``set_``, ``item()``), ops with an
-empty input tensor (short-circuited), copies between devices and higher-order ops such as
-``torch.cond`` (run, not keyed). Keys seen are kept per
-process, like Neuron's in-memory cache: a key counted once is not new again
-(:func:`reset_forecast` forgets them). Neuron's on-disk NEFF cache, which can spare a later
-process the compile, is not modelled. It is a forecast: a CPU run may take other code paths
-than a Neuron one, and which ops torch-neuronx lowers itself differs between its versions.
+Each op is keyed as native Neuron keys it (``neuron_op_keys``, which cites torch-neuronx's
+source): the name torch-neuronx registered the op under, each tensor's shape and dtype (as given:
+the int64 -> int32 and float64 -> float32 casts come after the key), a Python number by its type
+only (``x + 1`` and ``x + 2`` share a kernel, ``x + 2.5`` does not), the arguments the op declares
+static by value. ``fc.ops`` names the ops Neuron runs, not the CPU's:
+``_scaled_dot_product_fused_attention_overrideable`` where the CPU ran
+``_scaled_dot_product_flash_attention_for_cpu``, ``aten::linear`` for an ``nn.Linear``,
+``aten::div.out`` for a ``div.Tensor``. An op torch-neuronx does not register runs as torch's
+composite for it, here as there, and its parts are counted. Not counted, as native Neuron compiles
+nothing for them: view ops, allocations and host reads, ops with an empty input, copies between
+devices, the casts torch-neuronx bounces through the CPU (to or from float64; int64 to or from
+int32 or bool) and higher-order ops such as ``torch.cond`` (run, not keyed).
+
+What the mapping cannot key exactly (an op with no torch-neuronx kernel, which runs on its CPU
+fallback; attention in float64; attention the CPU ran on torch's math path) is named in
+``fc.unmapped`` and in the event (``not mapped: <op>`` reasons, ``metrics["not_mapped"]``): the
+count cannot vouch for those calls. Keys seen are kept per process, like Neuron's in-memory cache:
+a key counted once is not new again (:func:`reset_forecast` forgets them). Neuron's on-disk NEFF
+cache, which can spare a later process the compile, is not modelled. It is a forecast: a CPU run
+may take other code paths than a Neuron one, and which ops torch-neuronx lowers itself differs
+between its versions (``neuron_op_keys`` names the source snapshot the mapping reads).
 
 Compiled code is left alone. An active ``TorchDispatchMode`` makes Dynamo skip every frame
 ("non-infra torch dispatch mode present") and run it eagerly, so the forecast would change what
@@ -43,36 +51,34 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import sys
 import threading
 import time
 from collections import Counter
-from typing import Any, Iterator
+from types import FrameType
+from typing import Any, Iterator, NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from neuronkit.safe import terminal_safe
+from neuronkit.sources import neuron_op_keys
 from neuronkit.sources.neuron import KERNELS_FUNCTION
 from neuronkit.sources.sink import say
 
 __all__ = ["KernelForecast", "forecast_kernels", "reset_forecast", "counting", "checkpoint"]
 
 _GRAPH_REASON = "do not trace Dynamo-compiled graph"   # torch/_dynamo/output_graph.py
-# allocations, metadata changes and host reads: native C++ in torch-neuronx, no compiled kernel
-_NO_KERNEL = frozenset({
-    "aten::empty.memory_format", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided",
-    "aten::empty_like", "aten::resize_", "aten::resize_as_", "aten::set_", "aten::set_.source_Storage",
-    "aten::set_.source_Storage_storage_offset", "aten::set_.source_Tensor",
-    "aten::set_.source_Tensor_storage_offset", "aten::_local_scalar_dense", "aten::_unsafe_view",
-    "aten::_has_compatible_shallow_copy_type", "aten::record_stream",
-})
-_NUMBERS = (bool, int, float, complex)
-
 _SEEN: set[tuple[Any, ...]] = set()   # every key counted in this process
 _SEEN_LOCK = threading.Lock()
 _LOCAL = threading.local()            # per thread: the active forecasts (dispatch modes are too)
-_OPS: dict[Any, tuple[str, frozenset[Any]] | None] = {}   # op overload -> _op_info
+_OPS: dict[Any, tuple[str, tuple[str, Any]] | None] = {}   # op overload -> (name, route)
 _DISABLED_CODE: list[Any] = []        # the code object of torch._dynamo.disable's wrapper
+_TORCH = os.path.dirname(torch.__file__)
+# the files of the frames between an op and the code that called it
+_HERE = {__file__, neuron_op_keys.__file__, *(os.path.join(_TORCH, *p.split("/")) for p in (
+    "_ops.py", "_compile.py", "_dynamo/eval_frame.py", "utils/_python_dispatch.py"))}
 
 
 def reset_forecast() -> None:
@@ -84,9 +90,11 @@ def reset_forecast() -> None:
 class KernelForecast:
     """The kernels forecast by one :func:`forecast_kernels` (or by ``nk.generate``).
 
-    ``kernels`` / ``ops``: new kernels counted so far, in total and per op name; ``events``: the
-    ``kernels`` events recorded (one per :meth:`checkpoint` that found new kernels); ``device``:
-    the device type the ops were counted on. ``within``: see :func:`forecast_kernels`.
+    ``kernels`` / ``ops``: new kernels counted so far, in total and per op name as Neuron runs it;
+    ``unmapped`` / ``unmapped_calls``: the ops the mapping could not key as Neuron does, with why,
+    and how many calls (the count cannot vouch for those); ``events``: the ``kernels`` events
+    recorded (one per :meth:`checkpoint` that found new kernels); ``device``: the device type the
+    ops were counted on. ``within``: see :func:`forecast_kernels`.
     """
 
     def __init__(self, recorder: Any = None, *, label: str | None = None,
@@ -96,14 +104,20 @@ class KernelForecast:
         self.within = _place_of(within) if within is not None else None
         self.kernels = 0
         self.ops: Counter[str] = Counter()
+        self.unmapped: dict[str, str] = {}
+        self.unmapped_calls: Counter[str] = Counter()
         self.events: list[Any] = []
         self.device = ""
         self._pending: Counter[str] = Counter()
+        self._pending_unmapped: Counter[str] = Counter()
         self._pending_since: float | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"KernelForecast({self.kernels} new kernels, {len(self.ops)} ops, forecast)"
+        text = f"KernelForecast({self.kernels} new kernels, {len(self.ops)} ops, forecast"
+        if self.unmapped:
+            text += "; " + "; ".join(f"not mapped: {op}" for op in self.unmapped)
+        return terminal_safe(text + ")")
 
     @contextlib.contextmanager
     def counting(self) -> Iterator[KernelForecast]:
@@ -128,11 +142,12 @@ class KernelForecast:
 
     def checkpoint(self, label: str | None = None) -> Any | None:
         """Record the kernels counted since the last checkpoint as ONE ``kernels`` event
-        (``forecast=True``) through the recorder, when there are any; returns it (or None).
-        ``label``: the event's context (default: the forecast's label, else the recorder's)."""
+        (``forecast=True``) through the recorder, when there are any, with the ops not mapped
+        since then; returns it (or None). ``label``: the event's context (default: the
+        forecast's label, else the recorder's)."""
         with self._lock:
-            ops, since = self._pending, self._pending_since
-            self._pending, self._pending_since = Counter(), None
+            ops, since, unmapped = self._pending, self._pending_since, self._pending_unmapped
+            self._pending, self._pending_since, self._pending_unmapped = Counter(), None, Counter()
         n = sum(ops.values())
         if not n or self.recorder is None:
             return None
@@ -142,7 +157,10 @@ class KernelForecast:
                       ops=dict(ops.most_common()), started_at=since or time.time(),
                       reasons=[f"a forecast counted on {where}, not measured on Neuron: {n} "
                                "eager-op kernel(s) native Neuron would compile here (op, shape, "
-                               "dtype and scalar-type keys new to this process)"])
+                               "dtype and scalar-type keys new to this process)"]
+                      + [f"not mapped: {op}: {self.unmapped[op]}" for op in unmapped])
+        if unmapped:
+            fields["metrics"] = {"not_mapped": dict(unmapped.most_common())}
         scope = self.recorder.context(label) if label is not None else contextlib.nullcontext()
         with scope:
             event = self.recorder.record(**fields)
@@ -157,6 +175,12 @@ class KernelForecast:
             if self._pending_since is None:
                 self._pending_since = time.time()
             self.device = self.device or device
+
+    def _not_mapped(self, op: str, why: str) -> None:
+        with self._lock:
+            self.unmapped.setdefault(op, why)
+            self.unmapped_calls[op] += 1
+            self._pending_unmapped[op] += 1
 
 
 @contextlib.contextmanager
@@ -234,69 +258,52 @@ def _place_of(within: Any) -> tuple[str, int]:
     return code.co_filename, code.co_firstlineno
 
 
-def _scan(places: set[tuple[str, int]]) -> set[tuple[str, int]] | None:
-    """The ``places`` on the caller's stack, or None inside a Dynamo-compiled graph (module
-    docstring): there nothing is an eager kernel."""
+class _Plan(NamedTuple):
+    """One op call the forecasts of this thread count: how Neuron runs it, who counts it."""
+
+    name: str
+    route: tuple[str, Any]
+    takers: list[KernelForecast]
+    caller: FrameType | None
+
+
+def _scan(places: set[tuple[str, int]]) -> tuple[set[tuple[str, int]], FrameType | None] | None:
+    """The ``places`` on the caller's stack and the op's caller (the first frame outside the
+    dispatch machinery), or None inside a Dynamo-compiled graph (module docstring): there
+    nothing is an eager kernel."""
     code = _DISABLED_CODE[0] if _DISABLED_CODE else None
     found: set[tuple[str, int]] = set()
-    frame: Any = sys._getframe(3)   # the op's caller (past _count and __torch_dispatch__)
+    caller = None
+    frame: Any = sys._getframe(1)
     while frame is not None:
         f_code = frame.f_code
+        if caller is None and f_code.co_filename not in _HERE:
+            caller = frame
         if f_code is code and getattr(frame.f_locals.get("self"), "msg", None) == _GRAPH_REASON:
             return None
         if places and (f_code.co_filename, f_code.co_firstlineno) in places:
             found.add((f_code.co_filename, f_code.co_firstlineno))
         frame = frame.f_back
-    return found
+    return found, caller
 
 
-def _op_info(func: Any) -> tuple[str, frozenset[Any]] | None:
-    """``(name, number slots)`` of an op overload, or None when native Neuron compiles no kernel
-    for it (views, allocations, host reads). Number slots: the positions and names of its Scalar
-    / Tensor arguments, where a Python number is a runtime value keyed by its type only."""
-    if func in _OPS:
-        return _OPS[func]
-    info: tuple[str, frozenset[Any]] | None = None
-    name = func.name() if isinstance(func, torch._ops.OpOverload) else ""
-    if name and not (func.is_view or name in _NO_KERNEL):   # not a higher-order op either
-        found: set[Any] = set()
-        for i, arg in enumerate(func._schema.arguments):
-            kind = str(arg.type)
-            if "number" in kind or "Scalar" in kind or "Tensor" in kind:
-                found.update((i, arg.name))
-        info = (name, frozenset(found))
-    _OPS[func] = info
-    return info
-
-
-def _sig(value: Any, by_type: bool) -> Any:
-    if isinstance(value, torch.Tensor):
-        return ("t", tuple(value.shape), value.dtype)
-    if isinstance(value, (list, tuple)):
-        return tuple(_sig(v, by_type) for v in value)
-    if isinstance(value, _NUMBERS):
-        return type(value).__name__ if by_type else (type(value).__name__, value)
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return value
-
-
-def _kernel_key(name: str, slots: frozenset[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                out: Any) -> tuple | None:
-    """The forecast key of one op call, or None when native Neuron compiles nothing for it."""
-    if any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args):
-        return None  # torch-neuronx short-circuits empty inputs
-    if name in ("aten::_to_copy", "aten::copy_"):
-        src = args[0] if name == "aten::_to_copy" else args[1]
-        dst = kwargs.get("device") if name == "aten::_to_copy" else args[0].device
-        if isinstance(src, torch.Tensor) and dst is not None and torch.device(dst) != src.device:
-            return None  # a transfer between devices, not a kernel
-    return (name,
-            tuple(_sig(a, i in slots) for i, a in enumerate(args)),
-            tuple((k, _sig(v, k in slots)) for k, v in sorted(kwargs.items())),
-            _sig(out, False))
+def _plan(func: Any) -> _Plan | None:
+    """How the forecasts of this thread count this call, or None when none does."""
+    if func not in _OPS:
+        ok = isinstance(func, torch._ops.OpOverload)   # not a higher-order op
+        _OPS[func] = (func.name(), neuron_op_keys.route(func)) if ok else None
+    info = _OPS[func]
+    if info is None or info[1][0] == "skip":
+        return None
+    active = list(_active())
+    scanned = _scan({f.within for f in active if f.within is not None})
+    if scanned is None:
+        return None  # inside a compiled graph: part of its NEFF on Neuron, no eager kernel
+    found, caller = scanned
+    takers = [f for f in active if f.within is None or f.within in found]
+    if not takers:
+        return None  # outside every ``within``: on the host on Neuron, no kernel, not marked seen
+    return _Plan(info[0], info[1], takers, caller)
 
 
 def _device_of(args: tuple[Any, ...], out: Any) -> str:
@@ -307,7 +314,8 @@ def _device_of(args: tuple[Any, ...], out: Any) -> str:
 
 
 class _CountingMode(TorchDispatchMode):
-    """Counts each new kernel key for every forecast active in this thread."""
+    """Counts each new kernel key for every forecast active in this thread; runs an op Neuron
+    does not register as torch's composite for it (as Neuron does), so its parts are counted."""
 
     supports_higher_order_operators = True  # run them (torch.cond, ...) instead of refusing them
 
@@ -317,33 +325,52 @@ class _CountingMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         try:
-            info = _op_info(func)
-            if info is not None:
-                _count(info, args, kwargs, out)
+            plan = _plan(func)
         except Exception as exc:  # a forecast never breaks the user's op
             say(f"neuronkit: forecast_kernels could not key {func}: {exc!r}")
+            plan = None
+        if plan is not None and plan.route[0] in ("composite", "decompose"):
+            try:
+                return self._composite(func, plan, args, kwargs)
+            except Exception as exc:
+                out = func(*args, **kwargs)   # a mistake of the caller's raises from here
+                say(f"neuronkit: forecast_kernels could not run torch's composite for {func}, "
+                    f"its parts are not counted: {exc!r}")
+                return out
+        out = func(*args, **kwargs)
+        if plan is not None:
+            try:
+                _count(plan, args, kwargs, out)
+            except Exception as exc:
+                say(f"neuronkit: forecast_kernels could not key {func}: {exc!r}")
         return out
 
+    def _composite(self, func: Any, plan: _Plan, args: tuple, kwargs: dict) -> Any:
+        note = neuron_op_keys.composite_note(plan.name, args)
+        for forecast in plan.takers if note else ():
+            forecast._not_mapped(plan.name, note or "")
+        with self:  # the composite's parts dispatch through this mode again
+            if plan.route[0] == "decompose":
+                return func.decompose(*args, **kwargs)
+            return func._op_dk(plan.route[1], *args, **kwargs)
 
-def _count(info: tuple[str, frozenset[Any]], args: tuple[Any, ...], kwargs: dict[str, Any],
-           out: Any) -> None:
-    """Hand a new key to the forecasts of this thread that count where the op runs."""
-    active = list(_active())
-    found = _scan({f.within for f in active if f.within is not None})
-    if found is None:
-        return  # inside a compiled graph: part of its NEFF on Neuron, no eager kernel
-    takers = [f for f in active if f.within is None or f.within in found]
-    if not takers:
-        return  # outside every ``within``: on the host on Neuron, no kernel, not marked seen
-    key = _kernel_key(*info, args, kwargs, out)
-    if key is None:
-        return
+
+def _count(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+    """Hand the new keys of one op call to the forecasts that count it."""
+    mapped = neuron_op_keys.whole_keys(plan.caller)
+    if mapped is None:
+        mapped = neuron_op_keys.translate(plan.name, args, kwargs, out)
+    if mapped.note:
+        for forecast in plan.takers:
+            forecast._not_mapped(mapped.about or plan.name, mapped.note)
+    new = []
     with _SEEN_LOCK:
-        if key in _SEEN:
-            return
-        _SEEN.add(key)
+        for op, key in mapped.keys:
+            if key not in _SEEN:
+                _SEEN.add(key)
+                new.append(op)
     device = _device_of(args, out)
-    for forecast in takers:
-        forecast._add(key[0], device)
+    for forecast in plan.takers:
+        for op in new:
+            forecast._add(op, device)

@@ -9,10 +9,19 @@ first pending async error. So:
 - during a compile, an event only notes which metric entries are its own, from the counter
   ``torch._dynamo.utils.counters["neuron"]["compiled_graphs"]`` (a dict read, no sync);
 - at a safe point (``rec.safe_point()``: the recorder's ``stop()``, the end of each ``nk.generate``
-  batch, the Trainer callback's step end, a dashboard refresh) the pending events are resolved with
-  at most one synchronize, called directly so that a user's async error reaches the user's code;
-- the same safe point diffs the set of compiled kernels (``torch_neuronx._C._get_all_cache_keys()``)
-  and records one ``kernels`` event for the new eager-op kernels.
+  batch, the Trainer callback's logging steps and epoch ends, a dashboard refresh) the pending
+  events are resolved with at most one synchronize, called directly so that a user's async error
+  reaches the user's code; a Trainer step end (``wait=False``) synchronizes only when a build is
+  pending, so steady steps cost none;
+- the same safe point diffs the set of compiled kernels (``torch_neuronx._C._get_all_cache_keys()``,
+  no sync) and records one ``kernels`` event for the new eager-op kernels (those with 0 ms were
+  loaded from disk or waited for, not compiled), and one ``cpu_fallback`` event for the eager ops
+  that fell back to CPU (``get_fallback_ops()``: their compile failed and is retried every call).
+
+A backward graph (AOTAutograd builds it at the first ``.backward()``; the ``neuron`` backend has
+no ``bw_compiler``) is an event of its own, so its NEFF build is its own too. Graph keys in the
+cache when a recorder starts were built before it: traced again they are memory hits. The private
+counter and key forms are checked once per process; a change is said once, naming what is lost.
 
 Every private call is guarded: missing or changed, it degrades to "not available" with one
 warning. With ``NEURON_LAUNCH_BLOCKING=1`` the build runs inside Dynamo's time (events say
@@ -27,14 +36,16 @@ import threading
 from collections import Counter
 from typing import Any, Callable, Protocol
 
-from neuronkit.events.event import CompileEvent
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.setup.device import loaded_neuronx
 from neuronkit.sources.sink import say
 
-__all__ = ["NEURON", "NeuronSource", "KERNELS_FUNCTION", "awaits_build", "op_of_key",
-           "is_graph_key"]
+__all__ = ["NEURON", "NeuronSource", "FALLBACK_FUNCTION", "KERNELS_FUNCTION", "awaits_build",
+           "op_of_key", "is_graph_key"]
 
 KERNELS_FUNCTION = "eager kernels"   # the function name of ``kernels`` events
+FALLBACK_FUNCTION = "eager ops on CPU"   # the function name of ``cpu_fallback`` events
+_BEFORE = (-1, -1)                    # a graph key seen before recording began
 _GRAPH_KEY = re.compile(r"^[0-9a-f]{64}(_|$)")          # sha256 base key of a compiled graph
 _OP_END = re.compile(r"_t\d+_")                           # "aten::add.Tensor_t0_(2, 3)_..."
 
@@ -101,6 +112,8 @@ class NeuronSource:
         self._first_seen: dict[str, tuple[int, int]] = {}  # graph_id -> (epoch, index) built
         self._epoch = 0                         # bumps when torch-neuronx resets its table
         self._kernel_keys: dict[int, set[str]] = {}   # id(recorder) -> kernel keys it has seen
+        self._fallbacks: dict[int, set[str]] = {}     # id(recorder) -> CPU-fallback ops it saw
+        self._checked = False                   # private names checked (once per process)
         self._warned: set[str] = set()
         self._owner: Any = None                 # the torch_neuronx the state is about
         self.syncs = 0                          # synchronize calls made (tests read it)
@@ -112,7 +125,9 @@ class NeuronSource:
             self._counted, self._entries, self._epoch = 0, [], self._epoch + 1
             self._first_seen.clear()
             self._kernel_keys.clear()
+            self._fallbacks.clear()
             self._warned.clear()
+            self._checked = False
 
     def begin(self) -> None:
         """Recording starts: graphs compiled before now are nobody's."""
@@ -129,9 +144,13 @@ class NeuronSource:
             return
         with self._lock:
             self._same_module(module)
-        keys = self._private(module, "_get_all_cache_keys")
+        keys = {str(k) for k in self._private(module, "_get_all_cache_keys") or ()}
         with self._lock:
-            self._kernel_keys[id(recorder)] = {str(k) for k in keys or ()}
+            self._kernel_keys[id(recorder)] = keys
+            self._fallbacks[id(recorder)] = set(self._fallback_ops(module))
+            for key in keys:  # built before recording: traced again, it is a memory hit
+                if is_graph_key(key):
+                    self._first_seen.setdefault(key, _BEFORE)
 
     # -- during a compile: a dict read, never a sync ------------------------------------------
     def note_compile(self, event: CompileEvent) -> None:
@@ -152,9 +171,11 @@ class NeuronSource:
                 event.metrics["neff_in_duration"] = True
 
     # -- at a safe point ----------------------------------------------------------------------
-    def settle(self, recorder: _Settling) -> None:
+    def settle(self, recorder: _Settling, wait: bool = True) -> None:
         """Resolve ``recorder``'s pending NEFF times (at most one synchronize) and record the
-        eager kernels compiled since its last safe point. A user's async error propagates."""
+        eager kernels compiled since its last safe point. A user's async error propagates.
+        ``wait=False`` (a Trainer step end): synchronize only when a build is pending; the
+        kernels then are those the worker has compiled by now (their keys need no sync)."""
         module = _module()
         if module is None:
             return
@@ -168,14 +189,17 @@ class NeuronSource:
             entries = self._fetch(module, max(e.metrics["neuron_graphs"][2] for e in pending))
             if entries is not None:
                 self._resolve(recorder, pending, entries, cache_entries)
-        else:
+        elif wait:
             self._sync_for_kernels(module)
+        self._check_names(recorder)
         self._record_kernels(recorder, module, cache_entries)
+        self._record_fallbacks(recorder, module)
 
     def forget(self, recorder: object) -> None:
         """Drop what a stopped recorder had seen of the kernel cache."""
         with self._lock:
             self._kernel_keys.pop(id(recorder), None)
+            self._fallbacks.pop(id(recorder), None)
 
     def _fetch(self, module: Any, needed: int) -> list[Any] | None:
         """The metric entries; calls ``get_dynamo_metrics()`` (one synchronize) only when the
@@ -212,6 +236,10 @@ class NeuronSource:
             for index in range(lo, hi):
                 entry = entries[index]
                 graph_id = str(getattr(entry, "graph_id", ""))
+                if graph_id and not is_graph_key(graph_id):
+                    self._warn_once("graph keys", "torch_neuronx's graph cache keys changed form "
+                                    f"(e.g. {graph_id[:60]!r}): compiled graphs may be counted "
+                                    "as eager kernels")
                 us = int(getattr(entry, "torch_neuronx_compile_us", 0) or 0)
                 first = self._first_seen.setdefault(graph_id, (epoch, index))
                 if first != (epoch, index):
@@ -234,7 +262,7 @@ class NeuronSource:
     def _kernels_readable(self, module: Any) -> bool:
         if _blocking():
             self._warn_once("blocking", "NEURON_LAUNCH_BLOCKING=1: eager ops bypass the compilation "
-                            "cache, so their kernels are not counted (unset it to see them)")
+                            "cache, so their kernels are not counted (set it to 0 to see them)")
             return False
         return self._private_fn(module, "_get_all_cache_keys") is not None
 
@@ -245,21 +273,76 @@ class NeuronSource:
         keys = self._private(module, "_get_all_cache_keys")
         if keys is None:
             return
-        eager = {str(k) for k in keys if not is_graph_key(str(k))}
         with self._lock:
+            eager = {str(k) for k in keys
+                     if not is_graph_key(str(k)) and str(k) not in self._first_seen}
             seen = self._kernel_keys.setdefault(id(recorder), set())
             new = sorted(eager - seen)
             seen.update(new)
         if not new:
             return
+        self._check_op_keys(new)
         times = {str(e.get("cache_key")): float(e.get("compilation_time_ms") or 0.0)
                  for e in cache_entries() or []}
-        ms = sum(times.get(k, 0.0) for k in new)
+        built = [k for k in new if times.get(k, 0.0) > 0]
+        loaded = len(new) - len(built)  # 0 ms: read from the disk cache, or waited for
+        how = (f"{len(built)} compiled, {loaded} loaded from the NEFF disk cache or waited for "
+               "another process's build (0 ms recorded)" if loaded else "compiled")
         recorder.record(kind="kernels", function=KERNELS_FUNCTION, kernels=len(new),
                         ops=dict(Counter(op_of_key(k) for k in new).most_common()),
-                        duration_s=ms / 1000.0,
-                        reasons=[f"{len(new)} new eager-op kernel(s) compiled since the last safe "
-                                 "point"])
+                        duration_s=sum(times[k] for k in built) / 1000.0,
+                        metrics={"compiled": len(built), "loaded": loaded},
+                        reasons=[f"{len(new)} new eager-op kernel(s) since the last safe point: "
+                                 f"{how}"])
+
+    def _fallback_ops(self, module: Any) -> list[str]:
+        """``torch_neuronx.get_fallback_ops()``: the eager ops that fell back to CPU (a set of
+        names, no counts, no sync), or [] where missing."""
+        getter = getattr(module, "get_fallback_ops", None)
+        if getter is None:
+            self._warn_once("fallback", "torch_neuronx has no get_fallback_ops(): eager ops that "
+                            "fall back to CPU are not recorded")
+            return []
+        try:
+            return sorted(str(op) for op in getter() or ())
+        except Exception as exc:
+            self._warn_once("fallback", f"torch_neuronx.get_fallback_ops() failed ({exc!r}): eager "
+                            "ops that fall back to CPU are not recorded")
+            return []
+
+    def _record_fallbacks(self, recorder: _Settling, module: Any) -> None:
+        """One ``cpu_fallback`` event for the ops that fell back to CPU since the last safe
+        point: their Neuron compile failed, nothing is cached, every call compiles again."""
+        ops = self._fallback_ops(module)
+        with self._lock:
+            seen = self._fallbacks.setdefault(id(recorder), set())
+            new = [op for op in ops if op not in seen]
+            seen.update(new)
+        if new:
+            recorder.record(kind="cpu_fallback", function=FALLBACK_FUNCTION,
+                            ops=dict.fromkeys(new, 1), reasons=[
+                                f"{len(new)} eager op(s) ran on CPU after their Neuron compile "
+                                f"failed: {', '.join(new)}; every call compiles them again"])
+
+    def _check_names(self, recorder: _Settling) -> None:
+        """Once per process: torch-neuronx's private counter still counts the ``neuron``
+        backend's graphs (renamed, NEFF times would vanish without a word)."""
+        if self._checked:
+            return
+        graphs = [e for e in recorder.events if e.kind in GRAPH_KINDS and e.backend == "neuron"]
+        if not graphs:
+            return
+        self._checked = True
+        if not any("neuron_graphs" in e.metrics for e in graphs):
+            self._warn_once("counter", "torch._dynamo.utils.counters['neuron']['compiled_graphs'] "
+                            "did not count the neuron backend's graphs (renamed in this "
+                            "torch-neuronx?): NEFF build times and cache states are not recorded")
+
+    def _check_op_keys(self, new: list[str]) -> None:
+        """Eager cache keys still start with their op name (``aten::add.Tensor_t0_...``)."""
+        if all(op_of_key(k) == "?" for k in new):
+            self._warn_once("op keys", "torch_neuronx's eager-op cache keys changed form (e.g. "
+                            f"{new[0][:60]!r}): kernels are counted but their ops are not named")
 
     def _private_fn(self, module: Any, name: str) -> Callable[[], Any] | None:
         """``torch_neuronx._C.<name>``, or None (with one warning) when this version lacks it."""

@@ -26,11 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from neuronkit.events.event import CompileEvent
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import in_start_order
 from neuronkit.events.schema import FORMAT, FORMAT_VERSION, explain_event
 from neuronkit.safe import strip_control
-from neuronkit.sources.assemble import FrameName, FunctionState, TracedParts, assemble, break_events
+from neuronkit.sources.assemble import (
+    FrameName,
+    FunctionState,
+    TracedParts,
+    assemble,
+    backward_event,
+    break_events,
+)
 from neuronkit.sources.torch_logs import trace_file_rank, trace_record
 from neuronkit.sources.torch_text import break_site, input_name, parse_device, parse_reasons
 
@@ -128,8 +135,11 @@ class _FileReader:
         key = (md.get("frame_id"), md.get("frame_compile_id"))
         if "compilation_metrics" in md:
             self._finish(key, md["compilation_metrics"], record.line)
+        elif isinstance(md.get("bwd_compilation_metrics"), dict):  # the lazy backward graph
+            self.pending.pop(key, None)
+            self._backward(key, md["bwd_compilation_metrics"], record.line)
         elif any(isinstance(k, str) and k.endswith("compilation_metrics") for k in md):
-            self.pending.pop(key, None)  # backward, runtime: not a Dynamo compile
+            self.pending.pop(key, None)  # runtime: not a compile
         elif "dynamo_start" in md:
             self.starts[key] = self._start_frame(md["dynamo_start"])
         elif "artifact" in md:
@@ -176,6 +186,18 @@ class _FileReader:
         if isinstance(size, list) and "._parameters[" not in source and "._buffers[" not in source:
             parts.inputs[input_name(source)] = list(size)
             parts.device = parts.device or parse_device(device)
+
+    def _backward(self, key: tuple, m: dict[str, Any], line: int) -> None:
+        wanted = str(m.get("compile_id") or f"{key[0]}/{key[1]}")
+        forward = next((e for e in reversed(self.events) if e.kind in GRAPH_KINDS
+                        and e.compile_id == wanted), None)
+        event = backward_event(m, forward, key)
+        event.rank, event.context = self.rank or 0, forward.context if forward else ""
+        problem = explain_event(event.to_dict())
+        if problem is not None:
+            self.bad.append((line, problem))
+        else:
+            self.events.append(event)
 
     def _finish(self, key: tuple, m: dict[str, Any], line: int) -> None:
         """A compile's metrics record: its event (and the breaks it resumed after)."""

@@ -63,7 +63,8 @@ __all__ = ["timeline", "graph_growth", "dashboard_chart", "png_bytes", "save_png
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TICKS = 6  # the most tick labels an axis gets (each text costs as much to draw as ~500 marks)
 # the marks over the series: kind, marker, size, colour
-MARKS = (("kernels", "D", 28, "#795548"), ("graph_break", "|", 80, "#616161"),
+MARKS = (("backward", "v", 36, "#5c6bc0"), ("cpu_fallback", "P", 70, "#e65100"),
+         ("kernels", "D", 28, "#795548"), ("graph_break", "|", 80, "#616161"),
          ("failed", "x", 50, "#000000"), ("limit_hit", "X", 110, LIMIT_COLOUR))
 
 

@@ -22,7 +22,7 @@ OPTIONAL_COLUMNS: frozenset[str] = frozenset({"rank", *NEURON_COLUMNS})  # shown
 KIND_LABELS: dict[str, str] = {
     "first": "first", "recompile": "recompile", "limit_hit": "LIMIT HIT: runs eager",
     "failed": "failed", "eager_fallback": "RAN EAGER", "kernels": "eager kernels",
-    "graph_break": "graph break"}
+    "graph_break": "graph break", "backward": "backward", "cpu_fallback": "CPU FALLBACK"}
 REASON_WIDTH = 90
 
 

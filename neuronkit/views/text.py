@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from neuronkit.advice.diagnose import diagnose
 from neuronkit.advice.finding import Advice
-from neuronkit.events.event import GRAPH_KINDS, CompileEvent
+from neuronkit.events.event import BUILD_KINDS, CompileEvent
 from neuronkit.events.facts import number, text_of
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import terminal_safe
@@ -63,16 +63,18 @@ def _kind(e: CompileEvent) -> str:
         return f"limit_hit {LIMIT_FLAG}"
     if e.kind == "kernels":
         return f"kernels x{number_text(e.kernels, 'd')}" + (" (forecast)" if e.forecast else "")
+    if e.kind == "cpu_fallback":
+        return f"cpu_fallback x{len(e.ops) if isinstance(e.ops, dict) else '?'}"
     return text_of(e.kind)
 
 
 def _neff(e: CompileEvent) -> str:
     """The NEFF column: seconds and where it came from; "?" while unresolved."""
-    if e.kind not in GRAPH_KINDS:
+    if e.kind not in BUILD_KINDS:
         return "-"
     if e.neff_compile_s is None and e.neff_cache is None:
         return "?"
-    where = {"compiled": "", "disk_hit": " disk", "memory_hit": " memory"}.get(
+    where = {"compiled": "", "disk_hit": " disk/wait", "memory_hit": " memory"}.get(
         text_of(e.neff_cache), " not built")
     return f"{number_text(e.neff_compile_s, '.1f') or '0.0'}{where}"
 

@@ -72,8 +72,10 @@ def check_trainer_parallelism(model: Any, device: str | None = None) -> None:
             f"compatible DistributedType.FSDP ... but got DistributedType.MULTI_CPU'{also}. Here, "
             "train it with a plain loop (create the optimizer, then forward/backward/step; see "
             "`python -m neuronkit.examples.distributed_training --tp-size N [--fsdp-size M]`), "
-            "or use DistributedConfig(fsdp_size=N) with Trainer. On Neuron the same Trainer "
-            "script works.")
+            "or use DistributedConfig(fsdp_size=N) with Trainer. On Neuron, with several "
+            "accelerators, accelerate's check accepts a tensor-parallel model, so Trainer gets "
+            "past this point; neuronkit has not run Trainer with tensor parallelism on "
+            "Neuron.")
 
 
 # -- launching torchrun ------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import torch
 from transformers import TrainerCallback
 
 from neuronkit.events.event import GRAPH_KINDS
-from neuronkit.events.facts import compile_seconds, graphs
+from neuronkit.events.facts import graphs, total_seconds
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.safe import terminal_safe
@@ -81,7 +81,8 @@ class CompileEventsCallback(TrainerCallback):
 
     @property
     def compile_s(self) -> float:
-        return compile_seconds(self.events)
+        """Compile seconds so far: Dynamo's, plus on Neuron the NEFF builds resolved so far."""
+        return total_seconds(self.events)
 
     def on_train_begin(self, args, state, control, train_dataloader=None, eval_dataloader=None,
                        **kwargs):
@@ -115,8 +116,20 @@ class CompileEventsCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._record_eager(args.gradient_accumulation_steps)
+        self._safe_point(wait=False)  # on Neuron: a synchronize only if this step compiled
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self._safe_point()
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self._safe_point()
+
+    def _safe_point(self, wait: bool = True) -> None:
+        """NEFF build times and eager kernels (on Neuron), resolved where the Trainer waits for
+        the device anyway (``wait``: a logging step read the loss, an epoch or evaluation
+        ended); at a step end only when a build is pending: steady steps never synchronize."""
         if self.recorder is not None and self.recorder.active:
-            self.recorder.safe_point()  # on Neuron: NEFF build times, this step's eager kernels
+            self.recorder.safe_point(wait=wait)
 
     def _watch_batches(self, loader: Any) -> None:
         """Note the input shape of every batch the Trainer's loader builds (its ``collate_fn``
@@ -163,6 +176,7 @@ class CompileEventsCallback(TrainerCallback):
                          "torch._dynamo.config.recompile_limit"])
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        self._safe_point()  # the Trainer has just read the loss: the device is idle
         numbers = {"compile_graphs": self.graphs, "compile_s": round(self.compile_s, 3)}
         if logs is not None:
             logs.update(numbers)

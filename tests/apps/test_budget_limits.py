@@ -89,7 +89,6 @@ def test_the_recorders_own_log_is_refused_as_log_path(tmp_path):
     assert [e.function for e in CompileLog.load(tmp_path / "block.jsonl").events] == ["in the block"]
 
 
-@pytest.mark.filterwarnings("ignore:.*is not available in this version")  # the fake's gaps
 def test_a_cpu_run_on_a_neuron_host_is_not_logged_as_neuron(fake_neuron, compiled, tmp_path):
     assert nk.detect().device == "neuron"  # the host has (fake) Neuron devices
     path = tmp_path / "budget.jsonl"

@@ -117,19 +117,104 @@ def test_demo_off_neuron_projects_the_neuron_compile_cost(no_neuron, quick_demo,
     assert "projected on Neuron s" in table and "it was not run on Neuron" in table
     naive = next(ln for ln in table.splitlines() if ln.startswith("naive"))
     # execution (5 s wall - 2 s compiling) + 2 graphs at the assumed Neuron compile cost
-    assert naive.split()[-1] == f"{5.0 - 2.0 + 2 * NEURON_COMPILE_COST_S:.0f}"
+    assert naive.split()[-1] == f"{5.0 - 2.0 + 2 * NEURON_COMPILE_COST_S:.1f}"
 
 
-def test_demo_on_neuron_reports_measured_times_without_a_projection(fake_neuron, quick_demo,
-                                                                     capsys):
-    assert main(quick_demo) == 0
+@pytest.fixture
+def neuron_demo(quick_demo, monkeypatch, clean_env):
+    """quick_demo on the contract fake of torch-neuronx: each run compiles through the fake's
+    ``neuron`` backend (naive: inputs of 3 and 5, two graphs; bucketed: 8, one graph), its NEFF
+    builds take what the test plans, and ``walls`` holds the wall time each run measured."""
+    import time
+    from types import SimpleNamespace
+
+    import neuronkit.workloads.generation
+
+    walls: list[float] = []
+
+    def fake_generate(model, tok, prompts, *, buckets, recorder, backend, **kw):
+        start = time.perf_counter()
+        fn = torch.compile(lambda x: (x * 2).sum(), backend=backend, dynamic=False)
+        for n in ((3, 5) if buckets is None else (8,)):
+            fn(torch.ones(n))
+        recorder.safe_point()  # as nk.generate does after each batch
+        walls.append(time.perf_counter() - start)
+        return SimpleNamespace(wall_s=walls[-1], texts=["a reply"])
+
+    monkeypatch.setattr(neuronkit.workloads.generation, "generate", fake_generate)
+    return quick_demo, walls
+
+
+def _neuron_rows(out: str, log_dir: Path) -> dict[str, tuple[list[str], float]]:
+    """The side-by-side rows by run, and the Dynamo seconds each run's saved log holds."""
+    from neuronkit.log.compile_log import CompileLog
+
+    lines = _side_by_side(out).strip().splitlines()
+    assert lines[0].split() == ["run", "graphs", "dynamo", "s", "neff", "s", "compile", "s",
+                                "wall", "s"], lines[0]
+    rows = {}
+    for line in lines[1:3]:
+        name = line.split()[0]
+        log = CompileLog.load(log_dir / f"{name}.jsonl")
+        rows[name] = (line.split(), sum(e.duration_s for e in log.events))
+    return rows
+
+
+def test_demo_on_neuron_reports_measured_times_without_a_projection(neuron_demo, capsys):
+    from neuron_fake import installed_fake
+
+    argv, walls = neuron_demo
+    with installed_fake() as fake:
+        for seconds in (100.0, 300.0, 60.0):  # naive's two builds, then bucketed's one
+            fake.plan("compiled", duration_s=seconds)
+        assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "device: neuron" in out
+    assert "device: neuron   compile backend: neuron" in out
     table = _side_by_side(out)
     assert "projected" not in table and "not run on Neuron" not in table
-    assert "measured on Neuron" in table
-    naive = next(ln for ln in table.splitlines() if ln.startswith("naive"))
-    assert naive.split() == ["naive", "2", "2.00", "5.00"]
+    assert "measured on Neuron" in table and "neuronx-cc's own times" not in table
+    rows = _neuron_rows(out, Path(argv[-1]))
+    for (name, graphs, neff), wall in zip((("naive", 2, 400.0), ("bucketed", 1, 60.0)), walls,
+                                          strict=True):
+        row, dynamo = rows[name]
+        assert 0 < dynamo < neff
+        assert row == [name, str(graphs), f"{dynamo:.2f}", f"{neff:.2f}", f"{dynamo + neff:.2f}",
+                       f"{wall:.2f}"]  # the wall time as measured: nothing added to it
+
+
+def test_demo_on_neuron_in_sync_mode_counts_each_build_once(neuron_demo, capsys, monkeypatch):
+    """NEURON_LAUNCH_BLOCKING=1: the builds run inside Dynamo's time, so compile s is Dynamo's
+    seconds, and the NEFF column shows how much of them the builds were."""
+    from neuron_fake import installed_fake
+
+    argv, _ = neuron_demo
+    monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "1")
+    with installed_fake(launch_blocking=True) as fake:
+        for seconds in (100.0, 300.0, 60.0):
+            fake.plan("compiled", duration_s=seconds)
+        assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = _neuron_rows(out, Path(argv[-1]))
+    row, dynamo = rows["naive"]
+    assert row[2:5] == [f"{dynamo:.2f}", "400.00", f"{dynamo:.2f}"]
+    assert "NEURON_LAUNCH_BLOCKING=1" in _side_by_side(out)
+
+
+def test_side_by_side_on_neuron_gives_eager_kernels_their_own_column():
+    """A ``kernels`` event's seconds are eager-op kernel builds, not Dynamo's: their own column,
+    counted once in compile s."""
+    from neuronkit.events.event import CompileEvent
+    from neuronkit.examples.demo import side_by_side
+    from neuronkit.log.compile_log import CompileLog
+
+    log = CompileLog([
+        CompileEvent(kind="first", duration_s=0.5, neff_compile_s=100.0, neff_cache="compiled"),
+        CompileEvent(kind="kernels", function="eager kernels", kernels=3, duration_s=4.0)])
+    lines = side_by_side({"naive": (log, 120.0)}, on_neuron=True)
+    assert lines[0].split() == ["run", "graphs", "dynamo", "s", "neff", "s", "kernel", "s",
+                                "compile", "s", "wall", "s"]
+    assert lines[1].split() == ["naive", "1", "0.50", "100.00", "4.00", "104.50", "120.00"]
+    assert "kernel s = the eager-op kernels built" in " ".join(lines)
 
 
 # ---- what the command line cannot do is one line and exit 2, never a traceback -----------------

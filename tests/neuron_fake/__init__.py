@@ -20,14 +20,15 @@ Disagreements between ``shared/notes/neuron-native.md`` and the source (the sour
 - The Python (sync-mode) writer's temp files are ``tmpXXXXXXXX.tmp`` in ``<h>/``
   (``NamedTemporaryFile(suffix=".tmp")``, ``kernels/cache_utils.py:28-38``), not ``.tmp.XXXXXX``,
   which is the C++ writer's name.
-- ``torch.neuron.is_bf16_supported()`` returns True unconditionally (``tn/neuron.py:443-447``);
-  the fake keeps a ``bf16`` switch only to stay compatible with ``tests/conftest.py``.
+- ``torch.neuron.is_bf16_supported()`` returns True unconditionally (``tn/neuron.py:443-447``).
 - ``torch.neuron.set_device`` takes an int or ``torch.device``; a string such as ``"neuron:1"``
-  fails (``tn/neuron.py:22-33``; ``tn/__init__.py:196-206`` raises ``ValueError`` out of range),
-  whereas ``tests/conftest.py``'s ``FakeNeuron`` accepts strings and raises ``RuntimeError``.
+  fails (``tn/neuron.py:22-33``; ``tn/__init__.py:196-206`` raises ``ValueError`` out of range).
 - ``get_dynamo_metrics()`` returns ``NeuronCompilationMetrics`` dataclass objects, not dicts
-  (``ndb/metrics.py:153-177,217-227``); ``tests/conftest.py`` feeds dicts.
-- ``__version__`` is ``"0.1.0"`` in the snapshot (``tn/__init__.py:1``); conftest uses ``"2.9.0.fake"``.
+  (``ndb/metrics.py:153-177,217-227``).
+- ``__version__`` is ``"0.1.0"`` in the snapshot (``tn/__init__.py:1``).
+
+The ``fake_neuron`` fixture (``tests/conftest.py``) installs this fake; it replaced an older
+hand-made ``FakeNeuron`` that accepted ``"neuron:1"``, fed dicts and never synchronized.
 """
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def _env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     return default if value is None else value in ("1", "true")
 
 
-def make_fake(*, device_count: int = 2, bf16: bool = True, version: str = "0.1.0",
+def make_fake(*, device_count: int = 2, version: str = "0.1.0",
               instance_type: str = "trn2", compile_duration_s: float = 2.0,
               compile_outcome: str = "compiled", metrics_enabled: bool | None = None,
               launch_blocking: bool | None = None, use_disk: bool = False,
@@ -51,7 +51,7 @@ def make_fake(*, device_count: int = 2, bf16: bool = True, version: str = "0.1.0
     env = os.environ if env is None else env
     disk_dir, local_dir = cache_dirs(env)
     fake = FakeTorchNeuronx(
-        count=device_count, bf16=bf16, instance_type=instance_type,
+        count=device_count, instance_type=instance_type,
         compile_duration_s=compile_duration_s, compile_outcome=compile_outcome,
         launch_blocking=(env.get("NEURON_LAUNCH_BLOCKING") == "1" if launch_blocking is None
                          else launch_blocking),

@@ -45,7 +45,7 @@ class FakeTorchNeuronx(Runtime):
 
     @property
     def metrics(self) -> list:
-        """The live list ``get_dynamo_metrics()`` copies (``FakeNeuron.metrics`` in conftest)."""
+        """The live list ``get_dynamo_metrics()`` copies (``ndb/metrics.py:217-227``)."""
         return self.dynamo.compilation_metrics
 
     def submodules(self) -> dict[str, types.ModuleType]:
@@ -285,8 +285,8 @@ def _make_device_module(fake: FakeTorchNeuronx) -> types.ModuleType:
          get_amp_supported_dtype=lambda: [torch.float32, torch.float16, torch.bfloat16],
          synchronize=synchronize, get_dynamo_metrics=get_dynamo_metrics,
          reset_dynamo_metrics=lambda: tn.reset_dynamo_metrics(),
-         # the source returns True unconditionally; ``fake.bf16`` matches tests/conftest.py
-         is_bf16_supported=lambda: fake.bf16)
+         empty_cache=lambda: None,  # tn/neuron.py empty_cache -> torch_neuronx.empty_cache()
+         is_bf16_supported=lambda: True)  # unconditionally, as tn/neuron.py:443-447
     return neuron
 
 

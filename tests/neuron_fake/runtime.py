@@ -40,11 +40,15 @@ class CompilePlan:
     ``memory_hit`` for a new key seeds an entry "compiled earlier" with ``duration_s``;
     ``disk_hit`` puts the NEFF on disk first (a compile when the persistent cache is disabled);
     ``failed`` caches nothing and raises at the next sync (eager ops fall back to CPU instead).
+    ``wait_s`` with ``disk_hit``: another process held the key's lock (``CompilationCache.cpp``
+    505-594: memory, disk, ``flock``, disk again) and built it first; the worker waits that long,
+    then stores the NEFF with 0 ms like any disk hit, so nothing but wall time shows the wait.
     """
 
     outcome: str = "compiled"
     duration_s: float = 2.0
     error: str = "neuronx-cc failed (fake)"
+    wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -124,10 +128,10 @@ class Runtime:
 
     # ------------------------------------------------------------------ planning
     def plan(self, outcome: str = "compiled", duration_s: float | None = None,
-             error: str = "neuronx-cc failed (fake)") -> CompilePlan:
+             error: str = "neuronx-cc failed (fake)", wait_s: float = 0.0) -> CompilePlan:
         """Queue how the next submitted compile (eager or graph) turns out."""
         plan = CompilePlan(outcome, self.compile_duration_s if duration_s is None else duration_s,
-                           error)
+                           error, wait_s)
         self.plans.append(plan)
         return plan
 
@@ -204,6 +208,9 @@ class Runtime:
                 self._disk_put(pkey, self._neff(task.key))  # as written by another process
             neff = self._disk_get(pkey)
             if neff is not None:
+                if plan.wait_s:  # blocked on another process's lock until its build was written
+                    start = max(task.submit_ns, self._worker_free_ns)
+                    self._worker_free_ns = start + int(plan.wait_s * 1e9)
                 self.arena.counter(C + "PersistentHits")
                 self._store(task.key, pkey, neff, 0)
                 return self._ran(task)

@@ -16,7 +16,7 @@ import neuronkit as nk
 import neuronkit.setup.cache_legacy
 import neuronkit.setup.cache_native
 from conftest import write_cache_entry
-from neuron_fake import NativeCacheWriter
+from neuron_fake import NativeCacheWriter, installed_fake
 from neuronkit.apps.cli import main
 from neuronkit.setup.cache import prune_cache
 from neuronkit.setup.cache_legacy import default_cache_dir
@@ -201,7 +201,8 @@ FIVE_HOURS = 5 * 3600
 @pytest.fixture
 def native(monkeypatch, tmp_path):
     """A native cache (``NativeCacheWriter.populate``) with the env pointing at it and a 5 h
-    lock timeout, so only the 2-day-old lock is stale; ``native.made`` lists the files."""
+    lock timeout, so only the 2-day-old lock is old (a leftover: nobody holds it);
+    ``native.made`` lists the files."""
     writer = NativeCacheWriter.under(tmp_path / "native")
     writer.made = writer.populate(time.time())
     for var, value in writer.env().items():
@@ -231,7 +232,8 @@ def test_native_counts_both_layouts_leftovers_and_locks(native):
     assert {f.path for f in n.leftovers} == set(native.made["tmp"])
     assert {f.kind for f in n.leftovers} == {"cpp", "python"}
     assert len(n.locks) == 6 and {lk.kind for lk in n.locks} == {"cpp", "python"}
-    assert [lk.path for lk in n.stale_locks] == [native.made["locks"][-1]]
+    assert [lk.path for lk in n.leftover_locks] == [native.made["locks"][-1]]
+    assert n.stale_locks == []                       # stale: held past the timeout; none is held
     assert all(lk.held is False for lk in n.locks)
     assert n.timeout_s == FIVE_HOURS and n.other == []
     assert report.total_size == 8192 + 2 * 512
@@ -246,18 +248,19 @@ def test_native_summary_text(native):
     assert "5 (8.0 KB): 3 from the C++ path (ab/cd/<key>.neff), 2 from the Python" in text
     assert "zero-size  1 .neff of 0 bytes" in text
     assert "temp files 2 (1.0 KB): 2 left by writes that died" in text
-    assert f"6 in {native.local_cache_dir} (from TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR): 1 stale" \
-        in text
-    assert f"{native.made['locks'][-1]}  2 d old, stale" in text
-    assert f"{native.made['locks'][0]}  1 h old, fresh" in text
+    assert (f"6 in {native.local_cache_dir} (from TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR): 0 held "
+            "by a running compile, 0 stale (held past the lock timeout," in text)
+    assert "1 old one no process holds (a normal leftover; --prune removes it)" in text
+    assert f"{native.made['locks'][-1]}  2 d old, not held (leftover)" in text
+    assert f"{native.made['locks'][0]}  1 h old, not held" in text
     assert "enabled (TORCH_NEURONX_NEFF_DISABLE_CACHE not set)" in text
     assert "--prune to list the 4 file(s)" in text
     assert report.summary_line() == (f"{native.cache_dir}: 5 NEFFs (3 C++, 2 Python), 8.0 KB; "
-                                     "2 temp leftovers, 1 zero-size, 1 stale locks "
-                                     "(native layout)")
+                                     "2 temp leftovers, 1 zero-size, 6 lock files (0 stale: "
+                                     "held past the lock timeout) (native layout)")
 
 
-def test_lock_staleness_follows_mtime_against_the_timeout(monkeypatch, tmp_path):
+def test_lock_age_follows_mtime_against_the_timeout(monkeypatch, tmp_path):
     writer = NativeCacheWriter.under(tmp_path)
     monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(writer.local_cache_dir))
     writer.neff()
@@ -265,18 +268,18 @@ def test_lock_staleness_follows_mtime_against_the_timeout(monkeypatch, tmp_path)
     young = writer.lock(nk_key("young"), now - 100)
     old = writer.lock(nk_key("old"), now - 5000)
 
-    def stale(timeout):
+    def leftover(timeout):
         if timeout is None:
             monkeypatch.delenv("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", raising=False)
         else:
             monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", timeout)
-        return {lk.path for lk in nk.inspect_cache(writer.cache_dir).native.stale_locks}
+        return {lk.path for lk in nk.inspect_cache(writer.cache_dir).native.leftover_locks}
 
-    assert stale(None) == {old}                 # default 1200 s
-    assert stale("10000") == set()
-    assert stale("50") == {young, old}
-    assert stale("0") == {old}                  # not positive: the C++ side uses 1200
-    assert stale("abc") == {old}
+    assert leftover(None) == {old}              # default 1200 s
+    assert leftover("10000") == set()
+    assert leftover("50") == {young, old}
+    assert leftover("0") == {old}               # not positive: the C++ side uses 1200
+    assert leftover("abc") == {old}
     assert "is not a positive number" in str(nk.inspect_cache(writer.cache_dir))
     ages = {lk.path: lk.age_s for lk in nk.inspect_cache(writer.cache_dir).native.locks}
     assert 100 <= ages[young] < 160 and 5000 <= ages[old] < 5060
@@ -288,19 +291,30 @@ def nk_key(seed):
     return native_key(seed)
 
 
-def test_a_held_lock_is_never_stale_nor_pruned(monkeypatch, tmp_path):
+def test_stale_is_torch_neuronx_meaning_a_lock_held_past_its_timeout(monkeypatch, tmp_path):
+    """FileLock.cpp breaks a lock ("breaking stale lock") that a waiter could not take within
+    TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT: a lock *held* that long. An old lock file nobody holds
+    is what every finished compile leaves behind: a leftover, never stale."""
     writer = NativeCacheWriter.under(tmp_path)
     monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(writer.local_cache_dir))
     writer.neff()
     lock = writer.lock(nk_key("long compile"), time.time() - 86400)
-    with open(lock) as held:
-        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a compile running for a day
-        [found] = nk.inspect_cache(writer.cache_dir).native.locks
-        assert found.held is True and found.stale is False
-        assert prune_cache(writer.cache_dir, dry_run=False).items == []
+    young = writer.lock(nk_key("compiling now"), time.time() - 60)
+    with open(lock) as held, open(young) as held_young:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a compile holding it for a day
+        fcntl.flock(held_young.fileno(), fcntl.LOCK_EX)  # a compile of a minute
+        found = {lk.path: lk for lk in nk.inspect_cache(writer.cache_dir).native.locks}
+        assert (found[lock].held, found[lock].stale, found[lock].leftover) == (True, True, False)
+        assert (found[young].held, found[young].stale) == (True, False)
+        report = nk.inspect_cache(writer.cache_dir)
+        assert [lk.path for lk in report.native.stale_locks] == [lock]
+        assert report.native.prunable == []
+        assert "(1 stale: held past the lock timeout)" in report.summary_line()
+        assert f"{lock}  1 d old, held past the timeout (stale)" in str(report)
+        assert prune_cache(writer.cache_dir, dry_run=False).items == []  # never a held lock
     assert lock.exists()
-    [found] = nk.inspect_cache(writer.cache_dir).native.locks
-    assert found.held is False and found.stale is True
+    [found_now] = [lk for lk in nk.inspect_cache(writer.cache_dir).native.locks if lk.path == lock]
+    assert (found_now.held, found_now.stale, found_now.leftover) == (False, False, True)
 
 
 def test_prune_dry_run_removes_nothing(native):
@@ -313,7 +327,7 @@ def test_prune_dry_run_removes_nothing(native):
     assert _snapshot(native.cache_dir.parent) == before
 
 
-def test_prune_removes_exactly_leftovers_zero_size_and_stale_locks(native):
+def test_prune_removes_exactly_leftovers_zero_size_and_old_unheld_locks(native):
     before = _files(native.cache_dir, native.local_cache_dir)
     expected = {*native.made["tmp"], *native.made["zero"], native.made["locks"][-1]}
     result = prune_cache(native.cache_dir, dry_run=False)
@@ -497,12 +511,13 @@ def test_layout_argument_forces_it(native, neuron_cache):
 
 def test_default_layout_follows_the_installed_torch_neuronx(monkeypatch, native):
     monkeypatch.setenv("NEURON_CC_FLAGS", "--cache_dir=/somewhere/legacy")
-    _fake_module(monkeypatch, "torch_neuronx")
-    report = nk.inspect_cache()
+    with installed_fake():  # the native torch-neuronx
+        report = nk.inspect_cache()
     assert report.layout == "native" and report.path == native.cache_dir
     assert report.source == "from TORCH_NEURONX_NEFF_CACHE_DIR"
-    assert "without torch_xla" in report.layout_reason
+    assert "the native one" in report.layout_reason
     assert any("XLA-era option" in n for n in report.notes)  # --cache_dir is not native's
+    _fake_module(monkeypatch, "torch_neuronx")  # the XLA-based one: a package, no torch.neuron
     _fake_module(monkeypatch, "torch_xla")
     report = nk.inspect_cache()
     assert report.layout == "legacy" and str(report.path) == "/somewhere/legacy"
@@ -591,7 +606,7 @@ def test_cli_native_summary(native, capsys):
     assert main(["cache", str(native.cache_dir)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"Neuron compile cache: {native.cache_dir} (as given)")
-    assert "3 from the C++ path" in out and "1 stale" in out
+    assert "3 from the C++ path" in out and "0 stale (held past the lock timeout" in out
 
 
 def test_cli_prune_is_a_dry_run_until_yes(native, capsys):
@@ -600,7 +615,7 @@ def test_cli_prune_is_a_dry_run_until_yes(native, capsys):
     out = capsys.readouterr().out
     assert out.startswith("Dry run: would remove 4 file(s) from ")
     assert "Nothing was removed. To remove them, run again with --yes." in out
-    assert f"stale lock      {native.made['locks'][-1]}" in out
+    assert f"old lock file   {native.made['locks'][-1]}" in out
     assert _snapshot(native.cache_dir.parent) == before
     assert main(["cache", str(native.cache_dir), "--prune", "--yes"]) == 0
     out = capsys.readouterr().out
@@ -639,3 +654,13 @@ def test_cli_layout_flag_forces_the_layout(native, neuron_cache, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["cache", "--layout", "xla"])
     assert exc.value.code == 2
+
+
+def test_native_torch_neuronx_beside_torch_xla_writes_the_native_layout(monkeypatch, native):
+    """Native torch-neuronx (it has neuron_dynamo_backend) writes its own layout whether or not
+    torch_xla is also installed in the environment."""
+    _fake_module(monkeypatch, "torch_xla")
+    with installed_fake():
+        report = nk.inspect_cache()
+    assert report.layout == "native" and report.path == native.cache_dir
+    assert "native" in report.layout_reason and "torch_xla" not in report.layout_reason

@@ -39,12 +39,14 @@ def test_detect_with_fake_neuron(fake_neuron):
     assert report.neuron_available
     assert report.device_count == fake_neuron.count
     assert (report.device, report.compile_backend) == ("neuron", "neuron")
-    assert report.versions["torch-neuronx"] == "2.9.0.fake"
+    assert report.versions["torch-neuronx"] == "0.1.0"  # the snapshot's tn/__init__.py:1
     assert report.reason == "" and report.warnings == []
 
 
-def test_detect_reads_bf16_support_from_neuron(fake_neuron):
-    fake_neuron.bf16 = False
+def test_detect_reads_bf16_support_from_neuron(fake_neuron, monkeypatch):
+    assert nk.detect().bf16_supported is True  # the source says True unconditionally
+    # neuronkit asks torch.neuron rather than assuming: a build that answered no would show
+    monkeypatch.setattr(fake_neuron.neuron, "is_bf16_supported", lambda: False)
     assert nk.detect().bf16_supported is False
 
 
@@ -60,7 +62,7 @@ def test_resolve_neuron_when_absent_says_how_to_install(no_neuron):
     with pytest.raises(nk.NeuronNotFoundError) as err:
         nk.resolve_device("neuron")
     msg = str(err.value)
-    assert "torch-neuronx is not installed" in msg and "pip install torch-neuronx" in msg
+    assert "torch-neuronx is not installed" in msg and "pip install 'torch-neuronx==2." in msg
     assert "device='cpu'" in msg
 
 
@@ -150,13 +152,13 @@ def test_package_version_reads_installed_metadata():
     assert package_version("no-such-distribution-neuronkit") is None
 
 
-def test_import_neuronx_returns_the_module_or_none(fake_neuron, monkeypatch):
+def test_import_neuronx_returns_the_module_or_none(fake_neuron):
     import sys
 
     from neuronkit.setup.device import import_neuronx
 
-    assert import_neuronx() is sys.modules["torch_neuronx"]
-    monkeypatch.delitem(sys.modules, "torch_neuronx")
+    assert import_neuronx() is sys.modules["torch_neuronx"] is fake_neuron.module
+    del sys.modules["torch_neuronx"]  # not monkeypatch: fake_neuron restores sys.modules itself
     assert import_neuronx() is None  # not installed here
 
 
@@ -254,7 +256,7 @@ def test_instance_from_the_dmi_product_name(fake_neuron, tmp_path, monkeypatch):
 
 
 def test_unknown_instance_says_how_to_tell(fake_neuron):
-    report = nk.detect()  # conftest's fake: no runtime query, no device name, no DMI
+    report = nk.detect()  # no hint, no DMI; the runtime is never asked (the fake would say trn2)
     assert report.instance is None
     found = _finding(report, "instance")
     assert found.status == "ok" and "$NEURONKIT_INSTANCE_TYPE" in found.text
@@ -343,12 +345,18 @@ def test_no_neuronx_means_no_native_findings(no_neuron):
 
 def test_build_defaults_of_an_imported_neuronx(fake_neuron, monkeypatch):
     module = sys.modules["torch_neuronx"]
+    monkeypatch.delattr(module, "_build_config", raising=False)  # a build that does not say
+    monkeypatch.delattr(module, "DEFAULT_SYNC_MODE", raising=False)
     assert device.neuronx_build_defaults() == (None, None)
-    monkeypatch.setattr(module, "_build_config", types.SimpleNamespace(BUILD_TYPE="RELEASE"),
+    # the snapshot's DEV build (tn/_build_config.py:4,15, bound by tn/__init__.py:26-32)
+    monkeypatch.setattr(module, "_build_config", types.SimpleNamespace(BUILD_TYPE="DEV"),
                         raising=False)
-    monkeypatch.setattr(module, "DEFAULT_SYNC_MODE", "1", raising=False)
+    monkeypatch.setattr(module, "DEFAULT_SYNC_MODE", "0", raising=False)
+    assert device.neuronx_build_defaults() == ("DEV", "0")
+    monkeypatch.setattr(module._build_config, "BUILD_TYPE", "RELEASE")  # _build_config.py:7-9
+    monkeypatch.setattr(module, "DEFAULT_SYNC_MODE", "1")
     assert device.neuronx_build_defaults() == ("RELEASE", "1")
-    monkeypatch.delitem(sys.modules, "torch_neuronx")
+    del sys.modules["torch_neuronx"]  # not monkeypatch: fake_neuron restores sys.modules itself
     assert device.neuronx_build_defaults() == (None, None)
 
 
@@ -356,3 +364,22 @@ def test_install_hint_names_the_native_instances(no_neuron):
     with pytest.raises(nk.NeuronNotFoundError) as err:
         nk.resolve_device("neuron")
     assert "Trn2/Trn3" in str(err.value) and "trn1" not in str(err.value)
+
+
+def test_install_hint_is_the_command_of_the_neuron_2_33_docs(no_neuron):
+    """setup/pytorch (v2.33): torch-neuronx with neuronx-cc 2.x and nki, from the Neuron index
+    plus PyTorch's CPU index; 2.13.3.0.* pairs with torch 2.13.0, 2.14.3.0.* with 2.14.0; Python
+    3.12-3.14."""
+    hint = neuron_stack.install_hint("2.13.0+cpu", (3, 12, 4))
+    assert hint.startswith("pip install 'torch-neuronx==2.13.*' 'neuronx-cc==2.*' nki "
+                           "--extra-index-url=https://pip.repos.neuron.amazonaws.com "
+                           "--extra-index-url=https://download.pytorch.org/whl/cpu (")
+    assert "2.13.3.0.* pairs with torch 2.13.0, 2.14.3.0.* with torch 2.14.0" in hint
+    assert "Python 3.12, 3.13 or 3.14)" in hint and "this Python" not in hint
+    assert "'torch-neuronx==2.14.*'" in neuron_stack.install_hint("2.14.1", (3, 13, 0))
+    old = neuron_stack.install_hint("2.9.0", (3, 11, 7))  # no family for this torch: the newest
+    assert "'torch-neuronx==2.14.*'" in old
+    assert "this Python is 3.11.7: make the environment with one of those first" in old
+    with pytest.raises(nk.NeuronNotFoundError) as err:
+        nk.resolve_device("neuron")
+    assert neuron_stack.install_hint() in str(err.value)

@@ -41,9 +41,11 @@ def clean_env(clean_env, monkeypatch, tmp_path):
 
 @pytest.fixture
 def native_env(clean_env, monkeypatch, tmp_path):
-    """clean_env without NEURON_CC_FLAGS and the native variables; the cache folder is passed."""
+    """clean_env without NEURON_CC_FLAGS and the native variables, a neuronx-cc on PATH; the
+    cache folder is passed."""
     for var in ("NEURON_CC_FLAGS", "TORCH_NEURONX_NEFF_CACHE_DIR"):  # the two clean_env set
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", f"{_executable(tmp_path / 'compiler-bin').parent}:{os.defpath}")
     return tmp_path / "neff-cache"
 
 
@@ -74,7 +76,7 @@ def test_fake_neuron_is_reported(fake_neuron, clean_env):
     assert _row(text, "neuron") == "yes, 2 device(s)"
     assert _row(text, "device used") == "neuron"
     assert _row(text, "compile backend").startswith("neuron (the Neuron backend")
-    assert _row(text, "torch-neuronx") == "2.9.0.fake"
+    assert _row(text, "torch-neuronx") == "0.1.0"  # the contract fake: tn/__init__.py:1
     assert _check(text, "neuron devices") == "ok: 2 found; tensors go to 'neuron' / 'neuron:N'"
     assert "device_map='neuron'" in _check(text, "device_map='auto'")
     assert "Neuron found: neuronkit runs on neuron with the 'neuron' compile backend." in text
@@ -225,8 +227,8 @@ def test_launch_blocking_is_shown_without_neuronx_only_when_set(clean_env, no_ne
 
 
 @pytest.mark.parametrize("value, start", [
-    (None, "tip: not set: torch-neuronx records no kernel compile timings"),
-    ("0", "tip: '0' (off): torch-neuronx records no kernel compile timings"),
+    (None, "tip: not set: torch-neuronx keeps no cache hit/miss counters"),
+    ("0", "tip: '0' (off): torch-neuronx keeps no cache hit/miss counters"),
     *[(v, f"ok: {v!r}: kernel compiles are counted and timed")
       for v in ("1", "true", "TRUE", "yes", "YES")],
     ("True", "warn: 'True' does not turn metrics on"),
@@ -241,6 +243,22 @@ def test_metrics_switch(native_env, monkeypatch, value, start):
     if not start.startswith("ok"):
         assert "export TORCH_NEURONX_METRICS_ENABLED=1" in found
         assert "1/true/TRUE/yes/YES" in found
+    if start.startswith("tip"):  # _get_compilation_cache_entries() works with metrics off
+        assert ("compile times are kept all the same: each in-memory cache entry carries its "
+                "build time") in found
+
+
+def test_sync_mode_fix_is_to_set_0_not_to_unset_it(native_env, monkeypatch):
+    """A RELEASE build defaults NEURON_LAUNCH_BLOCKING to "1" (``_build_config.py``) and its
+    import sets it (``setdefault``): unsetting it changes nothing, "0" gives async mode."""
+    with installed_fake() as fake:
+        monkeypatch.setattr(fake.module, "DEFAULT_SYNC_MODE", "1", raising=False)
+        monkeypatch.setattr(fake.module, "_build_config",
+                            types.SimpleNamespace(BUILD_TYPE="RELEASE"), raising=False)
+        monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "1")
+        found = _check(doctor_report(cache_dir=native_env), "NEURON_LAUNCH_BLOCKING")
+    assert "For async mode: export NEURON_LAUNCH_BLOCKING=0 before starting Python" in found
+    assert "unsetting it does not help: this build's default is '1'" in found
 
 
 @pytest.mark.parametrize("flags, start, words", [
@@ -354,3 +372,90 @@ def test_native_settings_reach_the_report_without_escapes(native_env, monkeypatc
         text = doctor_report()
     _assert_filtered(text)
     assert f"{tmp_path / 'neffs'}" in _row(text, "folder")
+
+
+# ---- the compiler, the install command, the lock files ------------------------------------------
+
+def _executable(folder: Path, name: str = "neuronx-cc") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_neuronx_cc_must_be_on_path(native_env, monkeypatch, tmp_path):
+    """torch-neuronx runs the compiler by name: execvp searches PATH (NeuronCompiler.cpp)."""
+    compiler = _executable(tmp_path / ("bin" + HOSTILE))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'empty'}:{compiler.parent}")
+    with installed_fake():
+        text = doctor_report(cache_dir=native_env)
+    _assert_filtered(text)
+    found = _check(text, "neuronx-cc")
+    assert found.startswith(f"ok: {tmp_path / 'bin'}")  # shown, its control characters dropped
+    assert "runs it by name" in found
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with installed_fake():
+        found = _check(doctor_report(cache_dir=native_env), "neuronx-cc")
+    assert found.startswith("warn: not on PATH: torch-neuronx runs neuronx-cc by name (execvp)")
+    assert "every NEFF build fails" in found
+    assert "Fix: pip install 'neuronx-cc==2.*' --extra-index-url=https://pip.repos." in found
+
+
+def test_neuronx_cc_installed_but_not_on_path_says_where_to_look(native_env, monkeypatch,
+                                                                 tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(doctor_native, "package_version",
+                        {"neuronx-cc": "2.23.1.0", "transformers": "5.24.0",
+                         "accelerate": "1.15.0"}.get)
+    with installed_fake():
+        found = _check(doctor_report(cache_dir=native_env), "neuronx-cc")
+    assert found.startswith("warn: not on PATH: torch-neuronx runs neuronx-cc by name")
+    assert "neuronx-cc 2.23.1.0 is installed, but its command is not on PATH" in found
+    assert "activate the environment" in found
+
+
+def test_install_fix_is_the_neuron_2_33_command(clean_env, no_neuron):
+    found = _check(doctor_report(), "neuron devices")
+    assert found.startswith("warn: no Neuron device found: running on cpu")
+    for word in ("pip install 'torch-neuronx==2.", "'neuronx-cc==2.*' nki",
+                 "--extra-index-url=https://pip.repos.neuron.amazonaws.com",
+                 "--extra-index-url=https://download.pytorch.org/whl/cpu",
+                 "Python 3.12, 3.13 or 3.14"):
+        assert word in found
+
+
+def test_lock_checks_agree_with_the_summary_and_use_torch_neuronx_meaning_of_stale(
+        native_env, monkeypatch, tmp_path):
+    """An old lock file nobody holds is a normal leftover; "stale" is a lock held past the lock
+    timeout (FileLock.cpp breaks it then): the doctor warns about that one only, and never says
+    "no stale locks" beside a summary that counts some."""
+    import fcntl
+    import time
+
+    from neuron_fake import NativeCacheWriter, native_key
+
+    writer = NativeCacheWriter.under(tmp_path / "native")
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(writer.local_cache_dir))
+    monkeypatch.delenv("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", raising=False)
+    writer.neff()
+    day_ago = time.time() - 86400
+    leftover = writer.lock(native_key("finished yesterday"), day_ago)
+    held = writer.lock(native_key("compiling since yesterday"), day_ago)
+    with installed_fake():
+        text = doctor_report(cache_dir=writer.cache_dir)
+        with open(held) as holder:
+            fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+            held_text = doctor_report(cache_dir=writer.cache_dir)
+    assert leftover.exists()
+    assert "2 lock files (0 stale: held past the lock timeout)" in _row(text, "folder")
+    assert "stale locks" not in text and "[warn]" not in text
+    assert _check(text, "lock files").startswith(
+        "ok: 2 lock files, none held past the lock timeout (1200 s, the default); 2 old ones no "
+        "process holds: normal leftovers of finished compiles")
+    assert "2 lock files (1 stale: held past the lock timeout)" in _row(held_text, "folder")
+    stale = _check(held_text, "stale locks")
+    assert stale.startswith("warn: 1 lock held past the lock timeout (1200 s, the default)")
+    assert "a process waiting on it breaks it after 1200 s" in stale and "fuser" in stale
+    assert str(held) in stale
+    assert _check(held_text, "lock files").startswith("ok: 2 lock files")

@@ -39,13 +39,13 @@ def test_distinct_keys_exact_counts():
         a + 1
         b + 1                                   # seen: not new
         assert fc.kernels == 2
-        a.double() + 1                          # another dtype: the add, and the cast itself
-        assert fc.ops == {ADD: 3, "aten::_to_copy": 1}
+        a.double() + 1                          # another dtype: the add (the cast to float64
+        assert fc.ops == {ADD: 3}               # bounces through the CPU: no kernel)
         a + 7                                   # another value of the same scalar type: same key
-        assert fc.kernels == 4
+        assert fc.kernels == 3
         a + 2.5                                 # another scalar type: a new key
         assert fc.ops[ADD] == 4
-    assert fc.kernels == 5 and sum(fc.ops.values()) == 5
+    assert fc.kernels == 4 and sum(fc.ops.values()) == 4
 
 
 def test_non_scalar_arguments_count_by_value_and_no_kernel_ops_are_skipped():
@@ -59,8 +59,9 @@ def test_non_scalar_arguments_count_by_value_and_no_kernel_ops_are_skipped():
         x[0, 0].item()                          # a host read (the select is a view)
         x[:0] * 2                               # an empty input: short-circuited
         torch.arange(0, 5)
-        torch.arange(0, 7)                      # another output shape: another kernel
-    assert dict(fc.ops) == {"aten::sum.dim_IntList": 2, "aten::arange.start": 2}
+        torch.arange(0, 7)                      # arange keys its bounds by value: another kernel
+    # arange.start runs as torch's composite, which calls the arange.start_out Neuron registers
+    assert dict(fc.ops) == {"aten::sum.dim_IntList": 2, "aten::arange.start_out": 2}
 
 
 def test_higher_order_ops_still_run():
@@ -68,7 +69,8 @@ def test_higher_order_ops_still_run():
     with forecast_kernels() as fc:
         y = torch.cond(x.sum() > 0, lambda v: v.sin(), lambda v: v.cos(), (x,))
     assert torch.equal(y, x.sin())
-    assert dict(fc.ops) == {"aten::sum": 1, "aten::gt.Scalar": 1}   # the cond itself: not keyed
+    # the cond itself: not keyed; gt.Scalar calls the gt.Scalar_out Neuron registers
+    assert dict(fc.ops) == {"aten::sum": 1, "aten::gt.Scalar_out": 1}
 
 
 def test_keys_are_per_process_until_reset():
@@ -219,7 +221,7 @@ def test_a_compiled_module_counts_nothing_but_its_eager_fallback():
     assert fc.kernels == 0
     with forecast_kernels(within=lin) as fc:
         lin(x)                                          # the same module run eagerly
-    assert fc.kernels >= 1 and "aten::addmm" in fc.ops
+    assert dict(fc.ops) == {"aten::linear": 1}          # Neuron's one kernel for nn.Linear
     torch.compiler.reset()
 
 

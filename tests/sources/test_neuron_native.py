@@ -11,6 +11,7 @@ import torch
 import neuronkit as nk
 from neuron_fake import installed_fake
 from neuronkit.events.facts import neff_seconds, total_seconds
+from neuronkit.events.schema import FORMAT_VERSION
 from neuronkit.log.compile_log import CompileLog
 
 
@@ -38,7 +39,7 @@ def test_neff_times_resolve_at_the_safe_point_with_one_synchronize(clean_env, tm
         assert fake.sync_count == 3                         # stop() is a safe point too
     assert total_seconds(rec.events) == pytest.approx(95.5 + sum(e.duration_s for e in rec.events))
     lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
-    assert lines[0]["version"] == 2
+    assert lines[0]["version"] == FORMAT_VERSION
     updates = [line for line in lines if "update" in line]
     assert updates == [{"update": 0, "neff_compile_s": 95.5, "neff_cache": "compiled"},
                        {"update": 1, "neff_compile_s": 0.0, "neff_cache": "disk_hit"}]
@@ -270,7 +271,7 @@ def test_advice_names_neff_builds_cache_hits_and_kernels():
     found = {a.title.split(" ")[0] + " " + a.title.split(" ")[1]: a for a in nk.diagnose(events)}
     neff = next(a for a in found.values() if a.title.startswith("NEFF builds"))
     assert neff.numbers == {"neff_s": 90.0, "built": 1, "disk_hits": 1, "memory_hits": 0,
-                            "dynamo_s": 3.5}
+                            "dynamo_s": 3.5, "backward_built": 0}
     assert neff.severity == "warning" and "TORCH_NEURONX_NEFF_CACHE_DIR" in neff.fix
     measured = next(a for a in found.values() if a.title.startswith("3 eager kernel(s) compiled"))
     assert measured.numbers["ops"] == {"aten::add.Tensor": 2, "aten::mm": 1}

@@ -236,3 +236,16 @@ def test_folders_without_trace_files(tmp_path):
     (tmp_path / "run.jsonl").write_text("")
     assert not is_trace_folder(tmp_path)  # a neuronkit log beside it: name the log instead
     assert main(["report", str(tmp_path)]) == 2
+
+
+def test_a_backward_record_becomes_its_forwards_backward_event(tmp_path):
+    key = {"frame_id": 0, "frame_compile_id": 0, "attempt": 0}
+    backward = {"compile_id": "0/0", "is_forward": False, "start_time_us": 102_000_000,
+                "duration_us": 250_000}
+    (tmp_path / "t.log").write_text(_line({"str": ["/x/m.py", 1]}) + _compile(0, 0, [2])
+                                    + _line({"bwd_compilation_metrics": backward, **key}))
+    log = CompileLog.from_torch_trace(tmp_path)
+    assert [(e.kind, e.compile_id, e.function, e.input_shapes) for e in log.events] == [
+        ("first", "0/0", "fn", {"x": [2]}), ("backward", "0/0", "fn", {"x": [2]})]
+    assert log.events[1].duration_s == 0.25 and log.events[1].started_at == 102.0
+    assert log.graph_counts() == {"fn": 1}

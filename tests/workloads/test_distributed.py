@@ -95,9 +95,11 @@ def test_trainer_with_tp_on_cpu_is_explained_before_accelerate_refuses():
         check_trainer_parallelism(fake_model(2))
     text = str(err.value)
     assert "tp_size=2" in text and "DistributedType.MULTI_CPU" in text
-    assert "plain loop" in text and "On Neuron the same Trainer script works" in text
+    assert "plain loop" in text and "On Neuron the same Trainer script works" not in text
+    assert "accelerate's check accepts a tensor-parallel model" in text  # read, not measured:
+    assert "neuronkit has not run Trainer with tensor parallelism on Neuron" in text
     check_trainer_parallelism(fake_model(1))              # not tensor parallel: fine
-    check_trainer_parallelism(fake_model(2, "neuron"))    # Trainer supports TP on Neuron
+    check_trainer_parallelism(fake_model(2, "neuron"))    # accelerate's check accepts TP on Neuron
     check_trainer_parallelism(fake_model(2), device="neuron:0")
 
 
