@@ -10,9 +10,10 @@ the order data flows: setup, workloads, sources, recorder, log, advice, apps (RE
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+
+TYPE_CHECKING = False  # typing is not imported: ``import neuronkit`` runs in every recorded process
 
 _EXPORTS: dict[str, str] = {
     # setup: the machine and the model
@@ -39,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "CompileEvent": "events.event", "LogFormatError": "events.schema",
     "CompileLog": "log.compile_log", "open_log": "log.open",
     "merge_logs": "log.rank_logs", "rank_log_path": "log.rank_logs",
+    "follow": "log.follow", "Follower": "log.follow",
     # advice and apps
     "diagnose": "advice.diagnose", "Advice": "advice.finding",
     "compile_budget": "apps.budget", "CompileBudgetExceeded": "apps.budget",
@@ -47,12 +49,15 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
+    from typing import Any
+
     from .advice.diagnose import diagnose
     from .advice.finding import Advice
     from .apps.budget import CompileBudgetExceeded, compile_budget
     from .events.event import CompileEvent
     from .events.schema import LogFormatError
     from .log.compile_log import CompileLog
+    from .log.follow import Follower, follow
     from .log.open import open_log
     from .log.rank_logs import merge_logs, rank_log_path
     from .recorder.recorder import CompileRecorder

@@ -29,15 +29,38 @@ def rank_findings(events: list[CompileEvent], labels: dict[tuple[str, str], str]
     common = set.intersection(*seen.values())
     counts = {r: len(s) for r, s in sorted(seen.items())}
     only = {r: sorted(s - common) for r, s in sorted(seen.items()) if s - common}
+    waited = _waits(graphs, labels, common)
     detail = "; ".join(f"rank {r} alone compiled {len(x)}: " + ", ".join(f"{f} {sh}" for f, sh in x[:2])
-                       + (", …" if len(x) > 2 else "") for r, x in only.items())
+                       + (", …" if len(x) > 2 else "")
+                       + (f" (about {waited[r]:.1f} s the others waited for it at the next "
+                          "collective)" if waited.get(r) else "") for r, x in only.items())
     return [Advice(
         "ranks compiled different graphs: " + ", ".join(f"rank {r}: {n}" for r, n in counts.items()),
         detail + ". A rank compiling a graph the others do not stalls them at the next collective.",
         "give every rank the same shapes: the same padding or buckets (padding='max_length'), the "
         "same per-device batch size and dataloader_drop_last=True", "warning",
         {"graphs_per_rank": counts, "only_on_rank": {r: len(x) for r, x in only.items()},
-         "common": len(common)})]
+         "common": len(common), "waited_s": {r: round(s, 3) for r, s in waited.items() if s}})]
+
+
+def _waits(graphs: list[CompileEvent], labels: dict[tuple[str, str], str],
+           common: set[tuple[str, str]]) -> dict[int, float]:
+    """Per rank, the seconds its compiles of graphs no other rank compiled took, from their
+    (aligned) start to their end: the time the other ranks waited at the next collective."""
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for e in graphs:
+        if (labels[e.function, e.location], shape_key(e)) not in common:
+            start = e.started_at if isinstance(e.started_at, (int, float)) else 0.0
+            spans.setdefault(e.rank, []).append((start, start + e.total_s))
+    waits = {}
+    for rank, pairs in spans.items():  # overlapping compiles (threads) count once
+        pairs.sort()
+        total, end = 0.0, float("-inf")
+        for lo, hi in pairs:
+            total += max(0.0, hi - max(lo, end))
+            end = max(end, hi)
+        waits[rank] = total
+    return waits
 
 
 def group_findings(log: CompileLog, groups: Sequence[RankGroup]) -> list[Advice]:

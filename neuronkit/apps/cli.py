@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
+from neuronkit.apps.cli_jobs import add_job_commands
 from neuronkit.safe import terminal_safe
 
 if TYPE_CHECKING:
@@ -362,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the warm-up manifest (JSON) here")
     p.add_argument("--log", default=None, metavar="PATH", help="write the compile log (JSONL) here")
     p.set_defaults(func=cmd_warmup)
+    add_job_commands(sub)
     return parser
 
 

@@ -15,8 +15,9 @@ __all__ = ["open_log"]
 
 def open_log(path: str | os.PathLike[str]) -> CompileLog:
     """The compile log at ``path``: a neuronkit JSONL log (``CompileLog.load``), a folder of
-    per-rank logs ``*.rank<N>.jsonl`` (``merge_logs``), or a folder of torch's trace files
-    written under ``TORCH_TRACE`` (``CompileLog.from_torch_trace``)."""
+    per-rank logs ``*.rank<N>.jsonl`` (``merge_logs``; else ``neuronkit record``'s logs of
+    unranked processes, ``*.pid<P>.jsonl``), or a folder of torch's trace files written under
+    ``TORCH_TRACE`` (``CompileLog.from_torch_trace``)."""
     path = Path(path)
     if not path.is_dir():
         return CompileLog.load(path)
@@ -25,6 +26,10 @@ def open_log(path: str | os.PathLike[str]) -> CompileLog:
     rank_logs = find_rank_logs(path)
     if rank_logs:
         return merge_logs(rank_logs)
+    unranked = sorted(path.glob("*.pid*.jsonl"))  # neuronkit record's processes no launcher ranked
+    if unranked:
+        return (CompileLog.load(unranked[0]) if len(unranked) == 1
+                else CompileLog.merge(CompileLog.load(p) for p in unranked))
     others = sorted(p.name for p in path.glob("*.jsonl"))
     held = (f"; it holds {', '.join(others[:3])}{' …' if len(others) > 3 else ''}" if others
             else "; it holds no compile log")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from neuronkit.log.clock import host_offsets, shifted
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.setup.process import default_rank
 
@@ -54,6 +55,9 @@ def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.P
 
     Every event carries its rank: a file's rank comes from its header, else its name, and is
     stamped on its events. The merged header lists all ranks, including ranks with no events.
+    Logs of several hosts with clock lines (``neuronkit record``) are aligned on them; the
+    header then says by how much (``clock_offsets``), and names the ranks whose log was never
+    closed (``unclosed_ranks``: still running, or killed).
     """
     if isinstance(paths, (str, os.PathLike)):
         folder = Path(paths)
@@ -65,6 +69,7 @@ def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.P
             raise ValueError(f"no *.rank<N>.jsonl logs in {folder}")
     logs: list[CompileLog] = []
     owner: dict[int, str] = {}
+    unclosed: list[int] = []
     path: Path | None
     for item in paths:
         if isinstance(item, CompileLog):
@@ -79,16 +84,38 @@ def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.P
                 raise ValueError(f"two logs for rank {file_rank}: {owner[file_rank]} and {where}")
             owner[file_rank] = where
             if any(e.rank != file_rank for e in log.events):
-                log = CompileLog([dataclasses.replace(e, rank=file_rank) for e in log.events],
-                                 header=log.header)
+                log = _copy(log, [dataclasses.replace(e, rank=file_rank) for e in log.events])
+        if log.closed is False:
+            unclosed.append(file_rank if file_rank is not None else 0)
         logs.append(log)
     if not logs:
         raise ValueError("merge_logs got no logs")
+    offsets = host_offsets([(log.header, log.clock, _rank_of(log, log.path) or 0) for log in logs])
+    logs = [_copy(log, shifted(log.events, offsets.get(_host_of(log), 0.0))) for log in logs]
     merged = CompileLog.merge(logs)
+    if any(offsets.values()):
+        merged.header["clock_offsets"] = {h: s for h, s in offsets.items() if s}
+    if unclosed:
+        merged.header["unclosed_ranks"] = sorted(unclosed)
     merged.header["ranks"] = sorted(set(merged.header.get("ranks", [])) | set(owner))
     merged.header.pop("rank", None)
     merged.header["sources"] = [owner[r] for r in sorted(owner)]
     return merged
+
+
+def _copy(log: CompileLog, events: list) -> CompileLog:
+    """``log`` with other events (header, wall time, clock and closed state kept)."""
+    if events is log.events:
+        return log
+    copy = CompileLog(events, header=log.header)
+    copy.path, copy.wall_time_s, copy.clock, copy.closed = (log.path, log.wall_time_s, log.clock,
+                                                           log.closed)
+    return copy
+
+
+def _host_of(log: CompileLog) -> str:
+    host = (log.clock or {}).get("host") or log.header.get("host")
+    return str(host) if host is not None else ""
 
 
 def _rank_of(log: CompileLog, path: Path | None) -> int | None:

@@ -210,7 +210,23 @@ def _header_line(log: CompileLog, facts: ReportFacts) -> str:
         parts.append(f"ranks {rank_ranges(facts.ranks)}")
     elif facts.ranks and facts.ranks[0] != 0:
         parts.append(f"rank {clean(facts.ranks[0])}")
-    return wrap("neuronkit compile report: " + ", ".join(parts))
+    text = wrap("neuronkit compile report: " + ", ".join(parts))
+    return text + "".join(f"\n{line}" for line in _header_notes(log))
+
+
+def _header_notes(log: CompileLog) -> list[str]:
+    """A merged log's clock alignment and the ranks whose log was never closed."""
+    notes = []
+    offsets = log.header.get("clock_offsets")
+    if isinstance(offsets, dict) and offsets:
+        shown = ", ".join(f"{cut(clean(h), 30)} {number_text(s, '+.3f')} s"
+                          for h, s in list(offsets.items())[:8])
+        notes.append(wrap(f"clocks aligned at the first barrier: {shown} taken off its times"))
+    unclosed = log.header.get("unclosed_ranks")
+    if isinstance(unclosed, list) and unclosed:
+        notes.append(wrap(f"ended without closing its log (killed, or still running): rank(s) "
+                          f"{rank_ranges([r for r in unclosed if isinstance(r, int)])}"))
+    return notes
 
 
 def _section(title: str, body: str) -> str:

@@ -73,6 +73,7 @@ class CompileEventsCallback(TrainerCallback):
         self._hit: Any = None            # the last limit_hit event: later calls may run eager
         self._fed: list[tuple[int, ...]] = []   # input shapes of the batches built, not yet run
         self._collate: Any = None                # (loader, its own collate_fn) while watched
+        self._context_before: str | None = None  # the recorder's label before training
 
     # the numbers added to each log line
     @property
@@ -96,6 +97,7 @@ class CompileEventsCallback(TrainerCallback):
             self.recorder.start()
             self._owns = True
         self._step = state.global_step
+        self._context_before = self.recorder.current_context  # restored when training ends
         self.recorder.set_context(f"step {state.global_step + 1}")
         self._unsubscribe = self.recorder.subscribe(self._seen)
         collate = getattr(getattr(train_dataloader, "base_dataloader", train_dataloader),
@@ -198,6 +200,9 @@ class CompileEventsCallback(TrainerCallback):
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self._context_before is not None and self.recorder is not None:
+            self.recorder.set_context(self._context_before)  # later compiles are not "step N"
+            self._context_before = None
         if self._owns and self.recorder is not None:
             self.recorder.stop()
         self._owns = False

@@ -10,6 +10,10 @@ one Chromium page per front end run every scenario in turn:
    events recorded.
 3. A JSONL log uploaded through the "Open logs" button is shown as a run, named after its file.
 
+And, on a page of its own in Voilà only (one more page start, not two): a notebook that calls
+``RecompileDashboard.follow(folder)`` shows the events written to the folder's rank logs while
+the page is open, a new rank's log included, without a reload, and "run finished" at the end.
+
 A screenshot of the page is kept after each scenario (also when it fails), and each front end's
 time is printed.
 """
@@ -48,6 +52,8 @@ SLOW_COMPILE_S = 3.0      # long enough to watch the clock tick, short enough fo
 SWEEP_PROMPTS = 6
 VIEWPORT = {"width": 1280, "height": 2400}     # the whole dashboard, in either front end
 UPLOADED_FUNCTION = "uploaded_forward"
+FOLLOWED_FUNCTION = "train_step"
+FOLLOW_VIEWPORT = {"width": 1280, "height": 1400}  # a followed run shows no model or text panel
 
 
 def dashboard_notebook(folder: Path, model_path: Path) -> Path:
@@ -83,6 +89,40 @@ def uploaded_log(folder: Path) -> Path:
             changed="input_ids: size 1 changed" if i else "",
             reasons=["tensor 'input_ids' size mismatch at index 1"] if i else []))
     return log.save(folder / "uploaded-run.jsonl")
+
+
+def follow_notebook(folder: Path, logs: Path) -> Path:
+    """A notebook that follows the run folder ``logs``."""
+    return write_notebook(folder / "follow.ipynb", [
+        "import os\nfrom pathlib import Path\n"
+        f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))",
+        "from neuronkit.widget import RecompileDashboard\n"
+        f"RecompileDashboard.follow({str(logs)!r})",
+    ])
+
+
+def rank_log(logs: Path, rank: int) -> Any:
+    """A rank's log being written, as ``neuronkit record`` writes one (its header first)."""
+    from neuronkit.events.schema import FORMAT
+    from neuronkit.log.compile_log import CompileLog
+
+    return CompileLog(path=logs / f"node-a.rank{rank}.jsonl",
+                      header={"format": FORMAT, "version": 3, "device": "cpu",
+                              "backend": "eager", "rank": rank, "host": "node-a"})
+
+
+def followed_event(i: int, rank: int) -> Any:
+    """The ``i``-th compile of FOLLOWED_FUNCTION on ``rank``: a longer sequence each time."""
+    from neuronkit.events.event import CompileEvent
+
+    n = 64 * (i + 1)
+    return CompileEvent(
+        compile_id=f"0/{i}", function=FOLLOWED_FUNCTION, location="train.py:12", backend="eager",
+        device="cpu", started_at=time.time(), duration_s=1.5 + i, rank=rank,
+        input_shapes={"tokens": [8, n]}, kind="first" if i == 0 else "recompile",
+        graph_count=i + 1, changed=f"tokens dim 1: {n - 64} -> {n}" if i else "",
+        reasons=[f"tensor 'tokens' size mismatch at index 1. expected {n - 64}, actual {n}"]
+        if i else [])
 
 
 @dataclass
@@ -285,3 +325,63 @@ def test_uploaded_log_is_shown_as_a_run(dashboard_page):
         shown.select_option(label="this session")
         expect(ui.rows()).to_have_count(session_rows)
         expect(dash.locator(".nk-events-table")).not_to_contain_text(UPLOADED_FUNCTION)
+
+
+def test_follow_mode_shows_a_run_as_its_logs_are_written(chromium, tmp_path):
+    """``RecompileDashboard.follow(folder)`` served by Voilà while the test writes the folder's
+    rank logs: each event reaches the page's table, graph counts and status (logs, ranks, which
+    are still open) with no reload, a second rank's log is picked up when it appears, and the
+    status says "run finished" once both are closed."""
+    require_browser("voila")
+    from playwright.sync_api import expect
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rank0 = rank_log(logs, 0)
+    rank0.append(followed_event(0, 0))                     # written before the page opens
+    env = isolated_env(tmp_path / "jupyter")
+    with voila(follow_notebook(tmp_path, logs), tmp_path, env) as (url, server_log):
+        context = chromium.new_context(viewport=FOLLOW_VIEWPORT)
+        page = context.new_page()
+        ui = DashboardPage("voila", page, page.locator(".nk-dashboard"), server_log, tmp_path)
+        page.on("pageerror", lambda error: ui.page_errors.append(str(error)))
+        try:
+            with ui.scenario("follow"):
+                _open_in_voila(page, url)
+                dash, status = ui.dash, ui.dash.locator(".nk-status")
+                expect(dash).to_have_count(1, timeout=WAIT_MS)
+                expect(dash).to_contain_text(f"following {logs} while its job writes it")
+                expect(status).to_contain_text("1 log, rank 0; still open: rank 0; 1 compile "
+                                               "event", timeout=WAIT_MS)
+                expect(ui.rows()).to_have_count(1)
+                expect(dash.locator(".nk-load")).to_be_hidden()          # no model here
+                expect(dash.locator(".nk-follow-stop")).to_be_enabled()
+                page.evaluate("window.nkNotReloaded = true")
+                chart = dash.locator("img.nk-chart")
+                before = chart.get_attribute("src")
+
+                rank1 = rank_log(logs, 1)                  # a rank that starts later
+                for i in (1, 2):
+                    rank0.append(followed_event(i, 0))
+                rank1.append(followed_event(0, 1))
+                expect(status).to_contain_text("2 logs, ranks 0, 1; still open: ranks 0, 1; "
+                                               "4 compile events", timeout=WAIT_MS)
+                expect(ui.rows()).to_have_count(4)
+                recompiles = dash.locator(".nk-events-table tbody tr.nk-recompile")
+                expect(recompiles).to_have_count(2)
+                kind = recompiles.first.locator("td.nk-kind")          # one word, never broken
+                assert kind.evaluate("e => getComputedStyle(e).whiteSpace") == "nowrap"
+                expect(dash.locator(".nk-graph-count .nk-total-graphs")).to_have_text("4")
+                expect(dash.locator(".nk-advice")).to_contain_text(FOLLOWED_FUNCTION)
+                ui.page.wait_for_function(
+                    "([el, before]) => el.src !== before && el.complete && el.naturalWidth > 0",
+                    arg=[chart.element_handle(), before], timeout=WAIT_MS)
+                ui.screenshot("following")
+
+                rank0.set_wall_time(30.0)
+                rank1.set_wall_time(28.0)
+                expect(status).to_contain_text("run finished, 2 logs (ranks 0, 1) all closed; 4 "
+                                               "compile events", timeout=WAIT_MS)
+                assert page.evaluate("window.nkNotReloaded") is True, "the page was reloaded"
+        finally:
+            context.close()

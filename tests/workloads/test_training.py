@@ -528,3 +528,25 @@ def test_callback_counts_the_steps_torch_ran_eager_after_a_limit_hit(tmp_path, t
     assert all(e.calls == 1 and e.function == "forward" for e in eager)
     advice = next(a for a in nk.diagnose(callback.events) if "recompile limit hit" in a.title)
     assert advice.numbers["exact"] and advice.numbers["eager_calls"] == len(expected)
+
+
+def test_the_step_label_ends_with_training(tmp_path, compiler_reset):
+    """After train() the recorder's label is what it was before: later compiles (a generate, an
+    evaluation loop of the user's) are not filed under the last training step."""
+    from transformers import Trainer, TrainingArguments
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 1)
+
+        def forward(self, inputs, labels=None):
+            return {"loss": ((self.linear(inputs).squeeze(-1) - labels) ** 2).mean()}
+
+    args = TrainingArguments(str(tmp_path), max_steps=2, per_device_train_batch_size=2,
+                             use_cpu=True, report_to=[], save_strategy="no", disable_tqdm=True)
+    data = [{"inputs": torch.ones(4), "labels": torch.tensor(1.0)}] * 4
+    with nk.CompileRecorder(context="notebook cell 3") as rec:
+        Trainer(model=Tiny(), args=args, train_dataset=data,
+                callbacks=[nk.CompileEventsCallback(rec, quiet=True)]).train()
+        assert rec.current_context == "notebook cell 3"

@@ -1,4 +1,5 @@
-"""The dashboard's control panels, one function each: model, generation, runs, exports. Each
+"""The dashboard's control panels, one function each: model, generation, runs (with the follow
+row), exports. Each
 builds its widgets, links their values to the session's traits, turns clicks into the state's
 actions, switches its controls off while busy or in a replay, and returns its box with the
 widgets the dashboard names."""
@@ -23,8 +24,8 @@ from neuronkit.apps.dashboard.inputs import DTYPES, PADDINGS, SWEEP_ORDERS
 from neuronkit.apps.dashboard.state import DashboardState
 from neuronkit.safe import html_text
 
-__all__ = ["model_panel", "generation_panel", "runs_panel", "exports_row", "LABEL",
-           "PADDING_LABELS", "LOAD_TIP", "GENERATE_TIP", "UPLOAD_ACCEPT"]
+__all__ = ["model_panel", "generation_panel", "runs_panel", "follow_row", "exports_row", "LABEL",
+           "PADDING_LABELS", "LOAD_TIP", "GENERATE_TIP", "UPLOAD_ACCEPT", "FOLLOW_TIP"]
 
 LABEL = {"description_width": "90px"}
 PADDING_LABELS = {"none": "none (each prompt its own length)", "max": "pad to the largest bucket",
@@ -32,6 +33,8 @@ PADDING_LABELS = {"none": "none (each prompt its own length)", "max": "pad to th
 LOAD_TIP = "load_model() on the chosen device, then check_placement()"
 GENERATE_TIP = "generate() under the compile recorder"
 UPLOAD_ACCEPT = ".jsonl,.json,.log,.txt,application/json,text/plain"
+FOLLOW_TIP = ("show a job's compiles while it runs: the folder its ranks write their logs to "
+              "(neuronkit record --log-dir), or one log; read again about once a second")
 
 
 def _link(state: DashboardState, **controls: w.Widget) -> None:
@@ -42,8 +45,8 @@ def _link(state: DashboardState, **controls: w.Widget) -> None:
 
 def _why_off(state: DashboardState) -> str | None:
     """Why the model and generation controls are off now (None: they are on)."""
-    if state.mode == "replay":
-        return "replay of a saved log: no model is loaded"
+    if state.mode != "live":
+        return state.session.no_model_reason
     if state.busy:
         return "busy: wait for the current action to finish"
     return None
@@ -144,10 +147,10 @@ def generation_panel(state: DashboardState) -> tuple[Any, ...]:
             sweep_count, sweep_order, sweep, reset)
 
 
-def runs_panel(state: DashboardState, redraw: Callable[[], None]) -> tuple[
-        w.VBox, w.FileUpload, w.Dropdown, w.Button, ComparePanel]:
-    """Open logs, pick the run shown, keep the session's log, compare two runs; ``redraw``
-    draws the run picked. Returns (box, upload, run, keep_button, compare_panel)."""
+def runs_panel(state: DashboardState, redraw: Callable[[], None]) -> tuple[Any, ...]:
+    """Open logs, pick the run shown, keep the session's log, follow a run folder, compare two
+    runs; ``redraw`` draws the run picked. Returns (box, upload, run, keep_button,
+    compare_panel, follow_path, follow_button, follow_stop_button)."""
     upload = styled(w.FileUpload(accept=UPLOAD_ACCEPT, multiple=True, description="Open logs"),
                     "nk-upload")
     run = styled(w.Dropdown(description="Show", style=LABEL), "nk-run", width="360px")
@@ -191,8 +194,35 @@ def runs_panel(state: DashboardState, redraw: Callable[[], None]) -> tuple[
     follow(state, ["run_names", "shown_run"], show_runs)
     follow(state, "busy", sync)
     hide_in_replay(state, keep)
-    box = section("Runs", row(upload, run, keep), compare, css_class="nk-runs")
-    return box, upload, run, keep, compare
+    follows, follow_path, follow_button, follow_stop = follow_row(state, redraw)
+    box = section("Runs", row(upload, run, keep), follows, compare, css_class="nk-runs")
+    return box, upload, run, keep, compare, follow_path, follow_button, follow_stop
+
+
+def follow_row(state: DashboardState, redraw: Callable[[], None]) -> tuple[
+        w.HBox, w.Text, w.Button, w.Button]:
+    """A run folder to follow while its job writes it, Follow, and Stop following; the status
+    line says what the follower finds. Returns (box, follow_path, follow_button, stop_button)."""
+    path = styled(w.Text(description="Run folder", style=LABEL,
+                         placeholder="logs a running job writes (neuronkit record --log-dir)"),
+                  "nk-follow-path", width="420px")
+
+    def start() -> None:
+        state.follow()
+        redraw()
+
+    follow_button = action_button("Follow a run folder", "nk-follow", start, "info", FOLLOW_TIP,
+                                  state.fail)
+    stop = action_button("Stop following", "nk-follow-stop", state.stop_following, "danger",
+                         "stop reading the followed logs (what was read stays)", state.fail)
+    link((state.poller, "follow_path"), (path, "value"))
+
+    def sync(_: Any = None) -> None:
+        path.disabled = follow_button.disabled = state.follow_active
+        stop.disabled = not state.follow_active
+
+    follow(state, "follow_active", sync)
+    return row(path, follow_button, stop), path, follow_button, stop
 
 
 def exports_row(state: DashboardState) -> tuple[w.HBox, w.Text, w.Button, w.Button]:

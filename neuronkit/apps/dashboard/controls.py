@@ -75,7 +75,8 @@ def follow(state: DashboardState, names: str | list[str], show: Callable[..., No
 
 
 def hide_in_replay(state: DashboardState, *parts: w.Widget) -> None:
-    """A replay shows only what applies to a saved log: no disabled live controls."""
-    if state.mode == "replay":
+    """A replay (or a followed run) shows only what applies to its logs: no disabled live
+    controls."""
+    if state.mode != "live":
         for part in parts:
             part.layout.display = "none"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 
 __all__ = ["CPU_BACKENDS", "DEFAULT_BOUNDARIES", "DEFAULT_PROMPT", "DTYPES", "NO_COMPILE",
-           "PADDINGS", "REPLAY_REASON", "SWEEP_ORDERS", "describe_error", "parse_boundaries",
+           "FOLLOW_REASON", "PADDINGS", "REPLAY_REASON", "SWEEP_ORDERS", "describe_error", "parse_boundaries",
            "sweep_lengths"]
 
 PADDINGS = ("none", "max", "buckets")
@@ -15,6 +15,8 @@ DTYPES = ("bfloat16", "float32", "float16")
 DEFAULT_BOUNDARIES = "32,64,128"
 DEFAULT_PROMPT = "Trainium compiles one graph for every input shape"
 REPLAY_REASON = "replay of a saved log: no model is loaded (start a live dashboard to generate)"
+FOLLOW_REASON = ("dashboard following a run's logs: no model is loaded (start a live dashboard "
+                 "to generate)")
 
 
 def parse_boundaries(text: str) -> list[int]:

@@ -2,7 +2,8 @@
 the model and tokenizer loaded, the recorder whose log it shows, and load / generate / sweep.
 
 A live session loads a model and records its compiles; a replay holds a saved log and no model
-(no torch needed). The session says in the status line how its work goes, counts progress on
+(no torch needed); a followed run (``mode`` "follow") holds the log a follower reads as a job
+writes it, and no model either. The session says in the status line how its work goes, counts progress on
 the worker, and stops between batches when the worker's Stop is pressed.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from neuronkit.apps.dashboard.inputs import (
     DEFAULT_BOUNDARIES,
     DEFAULT_PROMPT,
     DTYPES,
+    FOLLOW_REASON,
     NO_COMPILE,
     PADDINGS,
     REPLAY_REASON,
@@ -55,7 +57,8 @@ class Session(HasTraits):
     ``on_run``: called after each generate() call (the log may have grown).
     """
 
-    mode = Enum(("live", "replay"), default_value="live")
+    mode = Enum(("live", "replay", "follow"), default_value="live",
+                help="live: a model here; replay: a saved log; follow: a run's logs as written")
     # inputs (the widget links its controls to these)
     model_path = Unicode("", help="folder or Hub name; empty: the embedded tiny model")
     device = Unicode("cpu")
@@ -106,13 +109,14 @@ class Session(HasTraits):
 
     def _replay_choices(self, log: CompileLog) -> None:
         """A replay offers what the log was recorded with (no torch, no model)."""
-        self.mode = "replay"
+        if self.mode == "live":
+            self.mode = "replay"
         self.device_options = [str(header_field(log, "device") or "unknown")]  # else the events'
         self.device = self.device_options[0]
         self.backend_options = [str(header_field(log, "backend") or "unknown")]
         self.backend = self.backend_options[0]
         self.device_note = (f"recorded on {self.device} with the {self.backend!r} backend; "
-                            f"{REPLAY_REASON}")
+                            f"{self.no_model_reason}")
         self.source = self.source or str(log.path or "")
 
     def _live_choices(self, device: str | None, dtype: str | None, backend: str | None) -> None:
@@ -174,17 +178,22 @@ class Session(HasTraits):
                 self.device, self.backend):
             self.new_recorder()
 
+    @property
+    def no_model_reason(self) -> str:
+        """Why this session has no model ('' when live)."""
+        return {"replay": REPLAY_REASON, "follow": FOLLOW_REASON}.get(self.mode, "")
+
     def need(self, what: str) -> None:
-        if self.mode == "replay":
-            raise RuntimeError(f"{what} is not available in a {REPLAY_REASON}")
+        if self.mode != "live":
+            raise RuntimeError(f"{what} is not available in a {self.no_model_reason}")
         if self.model is None:
             raise RuntimeError(f"{what} needs a model: press Load first")
 
     # -- load, generate, sweep ---------------------------------------------------------------
     def load(self) -> None:
         """Load ``model_path`` (empty: the tiny model) on ``device``, then check placement."""
-        if self.mode == "replay":
-            raise RuntimeError(f"Load is not available in a {REPLAY_REASON}")
+        if self.mode != "live":
+            raise RuntimeError(f"Load is not available in a {self.no_model_reason}")
         path = self.model_path.strip() or None
         start = time.perf_counter()  # a failure below keeps the model already loaded
         model = load_model(path, device=self.device, dtype=self.dtype)
@@ -316,8 +325,8 @@ class Session(HasTraits):
 
     def reset(self) -> None:
         """Forget every compiled graph in this process (torch.compiler.reset); a new log."""
-        if self.mode == "replay":
-            raise RuntimeError(f"Reset is not available in a {REPLAY_REASON}")
+        if self.mode != "live":
+            raise RuntimeError(f"Reset is not available in a {self.no_model_reason}")
         import torch
 
         torch.compiler.reset()

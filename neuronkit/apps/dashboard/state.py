@@ -3,14 +3,17 @@
 ``DashboardState`` is the one object a widget, a test or a notebook holds. It is made of parts,
 each owning its traits: the ``session`` (choices, model, recorder; load / generate / sweep), the
 ``worker`` (thread, busy, Stop, progress), the ``status_line``, the ``runs`` (kept, uploaded,
-shown, compared) and the ``compiles`` in progress; it shows their traits as its own (read, set,
-observe) and adds what the views show of the log: event count, graph counts, advice.
+shown, compared), the ``compiles`` in progress and the ``poller`` of a followed run; it shows
+their traits as its own (read, set, observe) and adds what the views show of the log: event
+count, graph counts, advice.
 
     state = DashboardState()            # live: the embedded tiny model by default
     state.load(); state.generate("Hello"); state.event_count
     state.start("sweep"); state.stop()  # in a worker thread; Stop ends it between batches
     state.keep_run(); state.open_uploads([("rank0.jsonl", data)]); state.show_run(name)
     state = DashboardState.replay("compile-log.jsonl")   # a saved log, no model needed
+    state = DashboardState.following("logs")  # a job's logs as it writes them (neuronkit record)
+    state.follow("other-logs"); state.stop_following()   # any state: the folder is a run
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from neuronkit.advice.finding import Advice
 from neuronkit.apps.dashboard.compiling import CompilesInProgress
 from neuronkit.apps.dashboard.counts import GraphCounter
 from neuronkit.apps.dashboard.exports import check_target, export_target
+from neuronkit.apps.dashboard.following import Following
 from neuronkit.apps.dashboard.inputs import REPLAY_REASON
 from neuronkit.apps.dashboard.runs import Runs, read_uploads, snapshot
 from neuronkit.apps.dashboard.session import Session
@@ -35,6 +39,7 @@ from neuronkit.apps.dashboard.status import StatusLine
 from neuronkit.apps.dashboard.worker import Worker
 from neuronkit.events.event import CompileEvent
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.log.follow import Follower, follow
 from neuronkit.log.open import open_log
 from neuronkit.sources.starts import CompileStart
 from neuronkit.views.charts import dashboard_chart, save_png
@@ -50,7 +55,7 @@ __all__ = ["DashboardState", "PARTS"]
 # the parts a state is made of (attribute -> class); each trait of a part is the state's too
 PARTS: dict[str, type[HasTraits]] = {"session": Session, "worker": Worker,
                                      "status_line": StatusLine, "runs": Runs,
-                                     "compiles": CompilesInProgress}
+                                     "compiles": CompilesInProgress, "poller": Following}
 _OWNER = {name: part for part, cls in PARTS.items() for name in cls.class_trait_names()}
 
 
@@ -83,7 +88,9 @@ class DashboardState(HasTraits):
                                on_run=self.refresh, device=device, dtype=dtype, backend=backend,
                                log=log, **traits)
         live = self.session.mode == "live"
-        self.runs = Runs(lambda: self.session.log, "this session" if live else "the replayed log")
+        self.runs = Runs(lambda: self.session.log, {"live": "this session", "replay": "the replayed "
+                         "log"}.get(self.session.mode, "the followed run"))
+        self.poller = Following(self._on_followed, self.status_line, self.worker)
         for name, value in later.items():
             setattr(self, name, value)
         self.session.observe(self._listen, "recorder")
@@ -92,14 +99,24 @@ class DashboardState(HasTraits):
             self._say("Press Load to load the model (empty path: the embedded tiny model).", "info")
             return
         self.refresh()
-        self._say(f"Replaying {len(self.log.events)} compile events from "
-                  f"{Path(self.source).name or 'a saved log'}; {REPLAY_REASON}.", "info")
+        if self.mode == "replay":
+            self._say(f"Replaying {len(self.log.events)} compile events from "
+                      f"{Path(self.source).name or 'a saved log'}; {REPLAY_REASON}.", "info")
 
     @classmethod
     def replay(cls, path: str | os.PathLike[str]) -> "DashboardState":
         """A read-only session over a saved log (``open_log``: a JSONL file, a folder of per-rank
         logs or of torch trace files; no model, no torch needed)."""
         return cls(log=open_log(path), source=os.fspath(path))
+
+    @classmethod
+    def following(cls, path: str | os.PathLike[str]) -> "DashboardState":
+        """A session over a job's logs while it writes them: a folder of per-rank logs (as
+        ``neuronkit record`` writes them) or one log, polled about once a second."""
+        follower = follow(path)
+        state = cls(log=follower.log, source=os.fspath(path), mode="follow")
+        state.follow(path, follower)
+        return state
 
     # -- the parts' traits, as the state's own ---------------------------------------------
     def __getattr__(self, name: str) -> Any:  # only for names the state itself lacks
@@ -299,6 +316,30 @@ class DashboardState(HasTraits):
         """Two runs side by side (names from ``run_names``; '' : the session's own log)."""
         return self.runs.compare(a, b)
 
+    # -- a followed run ---------------------------------------------------------------------------
+    def follow(self, path: str | os.PathLike[str] | None = None,
+               follower: Follower | None = None) -> Follower:
+        """Follow a run folder (default: ``follow_path``) while its job writes it, ending what
+        was followed before; its log is a run of its own, shown (that of a ``following`` state:
+        the session's). Returns the Follower."""
+        path = os.fspath(path if path is not None else self.follow_path.strip())
+        if not path:
+            raise ValueError("type the run folder to follow (neuronkit record's --log-dir) first")
+        follower = follower or follow(path)
+        self.status_line.clear_error()
+        if follower.log is not self.session.log:
+            self.runs.add([(f"following {Path(path).name or path}", follower.log)])
+        return self.poller.start(path, follower)
+
+    def stop_following(self) -> None:
+        """Stop polling the followed run (what was read stays)."""
+        self.poller.stop()
+
+    def _on_followed(self, follower: Follower) -> None:
+        # runs in the poll thread, as _on_event runs in the compiling one
+        if self.log is follower.log:
+            self.refresh()
+
     # -- background work -------------------------------------------------------------------------
     def start(self, action: str) -> threading.Thread:
         """Run ``action`` ('load', 'generate' or 'sweep') in a worker thread and return it; the
@@ -341,11 +382,13 @@ class DashboardState(HasTraits):
     def _export_target(self, path: str | os.PathLike[str] | None, suffix: str, name: str,
                        overwrite: bool) -> Path:
         target = export_target(path or self.export_path, suffix, name)
-        check_target(target, self.source if self.mode == "replay" else "", overwrite)
+        for kept in (self.source if self.mode != "live" else "", self.followed):
+            check_target(target, kept, overwrite)  # never into a log read (or followed) here
         return target
 
     def close(self) -> None:
-        """Stop listening to the recorder and drop the model."""
+        """Stop following, stop listening to the recorder and drop the model."""
+        self.poller.stop()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None

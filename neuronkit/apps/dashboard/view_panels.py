@@ -11,21 +11,33 @@ import ipywidgets as w
 
 from neuronkit.apps.dashboard.controls import action_button, follow, hide_in_replay, row, section, styled
 from neuronkit.apps.dashboard.state import DashboardState
-from neuronkit.safe import html_text
+from neuronkit.safe import html_text, strip_control
 from neuronkit.views.html import STYLE, advice_html, replay_note, status_html
 
-__all__ = ["header", "status_row", "compiling_now", "compiling_html", "clock", "chart_view",
-           "graph_counts_view", "advice_view", "compiles_panel", "text_panel", "PHASE_WORDS"]
+__all__ = ["DASHBOARD_STYLE", "header", "status_row", "compiling_now", "compiling_html", "clock",
+           "chart_view", "graph_counts_view", "advice_view", "compiles_panel", "text_panel", "PHASE_WORDS"]
 
 PHASE_WORDS = {"dynamo": "compiling",
                "device": "waiting for the device compiler (neuronx-cc) to build"}
 
 
+# the views' style, and: the event kind ("recompile", "eager_fallback") is one word, never broken
+DASHBOARD_STYLE = STYLE.replace("</style>", ".nk-dashboard td.nk-kind { white-space: nowrap; }\n"
+                                "</style>")
+
+
 def header(state: DashboardState) -> w.HTML:
-    """The title, and what the session is: live, or the replay of which log."""
-    mode = "live session" if state.mode == "live" else replay_note(state.source, state.log.header)
-    return w.HTML(f'{STYLE}<h3 class="nk-title">neuronkit · recompile dashboard</h3>'
-                  f'<div class="nk-muted">{mode}</div>')
+    """The title, and what the session is: live, the replay of which log, or which run it
+    follows."""
+    if state.mode == "live":
+        mode = "live session"
+    elif state.mode == "follow":
+        mode = (f"following <b>{html_text(strip_control(state.source, keep_newlines=False))}</b> "
+                "while its job writes it (no model loaded)")
+    else:
+        mode = replay_note(state.source, state.log.header)
+    return w.HTML(f'{DASHBOARD_STYLE}<h3 class="nk-title">neuronkit · recompile dashboard'
+                  f'</h3><div class="nk-muted">{mode}</div>')
 
 
 def status_row(state: DashboardState) -> tuple[w.HBox, w.HTML, w.IntProgress, w.HTML, w.Button]:

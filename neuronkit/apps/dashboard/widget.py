@@ -4,6 +4,7 @@
     dash = RecompileDashboard()          # the embedded tiny model; press Load, then Generate
     dash                                  # display it
     RecompileDashboard.from_log("compile-log.jsonl")   # replay a saved log, no model needed
+    RecompileDashboard.follow("logs")    # a job's logs while it writes them (neuronkit record)
 
 Stock ipywidgets showing the HTML views (``views/html.py``) and a matplotlib PNG. All state lives
 in ``dash.state`` (a :class:`~neuronkit.apps.dashboard.state.DashboardState`); the panels
@@ -14,6 +15,7 @@ carries an ``nk-…`` CSS class for tests and custom styling.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,8 @@ class RecompileDashboard(w.VBox):
     """Load a model, generate, and see each compile: when, why, how long, and what to do.
 
     ``RecompileDashboard(model_path=None, device=None, dtype=None, backend=None)`` starts a live
-    session (``model_path`` None: the embedded tiny model); ``from_log(path)`` replays a saved log.
+    session (``model_path`` None: the embedded tiny model); ``from_log(path)`` replays a saved log;
+    ``follow(path)`` shows a running job's logs as they are written.
     The methods ``load()``, ``generate()``, ``sweep()``, ``plan()``, ``export_log()``,
     ``export_png()`` do what the buttons do, and raise on error (the buttons show it instead).
     """
@@ -59,13 +62,14 @@ class RecompileDashboard(w.VBox):
         self.state = s = state or DashboardState(model_path, device=device, dtype=dtype,
                                                  backend=backend, **inputs)
         self._chart_at, self._chart_stale, self._drawing = 0.0, False, False
+        self._draw_lock = threading.RLock()  # one redraw at a time: a click's, a poll's, a run's
         (model, self.model_path, self.device, self.dtype, self.load_button, self.device_note,
          self.placement) = model_panel(s)
         (generation, self.prompt, self.max_new_tokens, self.padding, self.boundaries,
          self.plan_button, self.backend, self.generate_button, self.sweep_count, self.sweep_order,
          self.sweep_button, self.reset_button) = generation_panel(s)
-        runs, self.upload, self.run, self.keep_button, self.compare_panel = runs_panel(
-            s, self.redraw)
+        (runs, self.upload, self.run, self.keep_button, self.compare_panel, self.follow_path,
+         self.follow_button, self.follow_stop_button) = runs_panel(s, self.redraw)
         status, self.status, self.progress, self.eta, self.stop_button = status_row(s)
         self.compiling = compiling_now(s)
         chart, self.chart, self.chart_key = chart_view()
@@ -80,6 +84,7 @@ class RecompileDashboard(w.VBox):
         self.add_class("nk-dashboard")
         s.observe(self._on_events, "event_count")
         s.observe(self._on_busy, "busy")
+        s.observe(self._on_follow_end, "follow_active")
         try:
             self.redraw()
         except Exception as exc:  # a log the chart cannot draw still shows its table and advice
@@ -90,10 +95,16 @@ class RecompileDashboard(w.VBox):
         """Replay a saved compile log (JSONL): chart, table, advice; no model, no torch needed."""
         return cls(state=DashboardState.replay(path))
 
+    @classmethod
+    def follow(cls, path: str | os.PathLike[str]) -> "RecompileDashboard":
+        """Follow a job's logs while it writes them: a folder of per-rank logs (``neuronkit record
+        --log-dir``) or one log, read about once a second until every log is closed or Stop."""
+        return cls(state=DashboardState.following(path))
+
     def __repr__(self) -> str:
         s = self.state
         name = strip_control(Path(s.source).name, keep_newlines=False)  # no escapes on a tty
-        what = "live" if s.mode == "live" else f"replay of {name}"
+        what = {"live": "live", "replay": f"replay of {name}"}.get(s.mode, f"following {name}")
         return f"<RecompileDashboard: {what}>"
 
     # -- actions (what the buttons call) -----------------------------------------------
@@ -133,13 +144,14 @@ class RecompileDashboard(w.VBox):
         """Draw the event table; if ``full``, also the graph counter, the advice (``diagnose()``)
         and the chart (while a run goes on: at most every CHART_EVERY_S, and when it ends).
         Everything is read from ``state.log``."""
-        if self._drawing:  # refresh() below changes event_count, whose observer calls us
-            return
-        self._drawing = True
-        try:
-            self._draw(full)
-        finally:
-            self._drawing = False
+        with self._draw_lock:  # another thread's redraw first (a poll's, a compile's)
+            if self._drawing:  # refresh() below changes event_count, whose observer calls us
+                return
+            self._drawing = True
+            try:
+                self._draw(full)
+            finally:
+                self._drawing = False
 
     def _draw(self, full: bool) -> None:
         log = self.state.log
@@ -169,5 +181,14 @@ class RecompileDashboard(w.VBox):
             self.table_panel.refresh_all()
             if self._chart_stale:
                 self._on_events()
+        except Exception as exc:
+            self.state.fail(exc)
+
+    def _on_follow_end(self, change: Any) -> None:
+        if change["new"]:
+            return
+        try:  # the follow ended: times aligned across hosts after they were shown reach the rows
+            self.table_panel.refresh_all()
+            self.redraw()
         except Exception as exc:
             self.state.fail(exc)
