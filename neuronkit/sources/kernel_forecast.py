@@ -103,6 +103,7 @@ class KernelForecast:
         self.label = label
         self.within = _place_of(within) if within is not None else None
         self.kernels = 0
+        self.calls = 0          # eager op calls counted (each would launch a kernel on Neuron)
         self.ops: Counter[str] = Counter()
         self.unmapped: dict[str, str] = {}
         self.unmapped_calls: Counter[str] = Counter()
@@ -372,5 +373,6 @@ def _count(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
                 new.append(op)
     device = _device_of(args, out)
     for forecast in plan.takers:
+        forecast.calls += len(mapped.keys)  # eager op calls, new keys or not
         for op in new:
             forecast._add(op, device)

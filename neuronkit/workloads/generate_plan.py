@@ -20,9 +20,9 @@ from typing import Any
 
 from neuronkit.workloads.shapes import Buckets, plan_buckets
 
-__all__ = ["DEFAULT_BATCH_SIZE", "MIN_NEW_TOKEN_ROOM", "GenerationPlan", "PlannedBatch", "PlannedGraph",
-           "cache_length", "capped_cache_length", "check_truncate", "plan_generation", "positive",
-           "resolve_buckets"]
+__all__ = ["DEFAULT_BATCH_SIZE", "MIN_NEW_TOKEN_ROOM", "PREFILL_MODES", "GenerationPlan",
+           "PlannedBatch", "PlannedGraph", "cache_length", "capped_cache_length", "check_prefill",
+           "check_truncate", "plan_generation", "positive", "resolve_buckets"]
 
 DEFAULT_BATCH_SIZE = 4
 MIN_NEW_TOKEN_ROOM = 32
@@ -33,6 +33,16 @@ def positive(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value
+
+
+PREFILL_MODES = ("compiled", "eager")
+
+
+def check_prefill(prefill: Any) -> None:
+    if prefill not in PREFILL_MODES:
+        raise ValueError(f"prefill must be 'compiled' (a graph per batch size and bucket, beside "
+                         f"the decode graph) or 'eager' (transformers' own prefill, uncompiled); "
+                         f"got {prefill!r}")
 
 
 def check_truncate(truncate: str | None) -> None:
@@ -62,15 +72,16 @@ def capped_cache_length(bucket: int, max_new_tokens: int, max_positions: int | N
     return cache_len
 
 
-def resolve_buckets(buckets: Any, lengths: list[int]) -> Buckets | None:
-    """None, ``"auto"`` (``plan_buckets`` on ``lengths``), a list of ints or a :class:`Buckets`."""
+def resolve_buckets(buckets: Any, lengths: list[int], graphs_per_bucket: int = 1) -> Buckets | None:
+    """None, ``"auto"`` (``plan_buckets`` on ``lengths``, each bucket costing
+    ``graphs_per_bucket`` graphs), a list of ints or a :class:`Buckets`."""
     if buckets is None:
         return None
     if isinstance(buckets, str):
         if buckets != "auto":
             raise ValueError(f"buckets must be None, 'auto', a list of ints or a Buckets, "
                              f"got {buckets!r}")
-        return plan_buckets(lengths)
+        return plan_buckets(lengths, graphs_per_bucket=graphs_per_bucket)
     return Buckets(buckets)
 
 
@@ -110,7 +121,7 @@ def _grouped(lengths: list[int], buckets: Buckets | None,
 class PlannedGraph:
     """One graph a call may compile: its kind and the shape it is keyed on."""
 
-    kind: str          # "decode": the decode step (keyed on rows and cache length)
+    kind: str          # "prefill" (keyed on rows, bucket, cache length) or "decode" (one token)
     rows: int
     bucket: int
     cache_len: int
@@ -124,6 +135,7 @@ class PlannedBatch:
     prompts: tuple[int, ...]     # indices of the prompts it holds, in arrival order
     rows: int                    # batch rows: the prompts, then dummy rows up to batch_size
     cache_len: int               # static cache length
+    prefill: bool = False        # the prefill runs compiled too (a graph of its own)
 
     @property
     def row_prompts(self) -> tuple[int, ...]:
@@ -136,8 +148,11 @@ class PlannedBatch:
         return self.bucket, self.cache_len
 
     def graphs(self) -> tuple[PlannedGraph, ...]:
-        """The graphs this batch needs compiled."""
-        return (PlannedGraph("decode", self.rows, self.bucket, self.cache_len),)
+        """The graphs this batch needs compiled: its prefill (when compiled) and decode step."""
+        decode = PlannedGraph("decode", self.rows, self.bucket, self.cache_len)
+        if not self.prefill:
+            return (decode,)
+        return PlannedGraph("prefill", self.rows, self.bucket, self.cache_len), decode
 
 
 @dataclass(frozen=True)
@@ -168,13 +183,15 @@ class GenerationPlan:
 def plan_generation(token_ids: Sequence[Sequence[int]], max_new_tokens: int,
                     buckets: Buckets | list[int] | str | None = None, batch_size: int | None = None,
                     *, truncate: str | None = None, max_positions: int | None = None,
-                    compile: bool = True) -> GenerationPlan:
+                    compile: bool = True, prefill: str = "compiled") -> GenerationPlan:
     """The plan of a ``generate()`` call over prompts of these token ids (at least one each).
 
     ``buckets``, ``batch_size`` and ``truncate`` as ``nk.generate`` takes them (``batch_size``
     None: ``min(len(token_ids), 4)``); ``max_positions``: the model's positions, which cap the
-    cache lengths (None: no cap); ``compile=False`` plans no graphs.
+    cache lengths (None: no cap); ``compile=False`` plans no graphs; ``prefill="compiled"``
+    plans a prefill graph beside each decode graph, ``"eager"`` the decode graphs only.
     """
+    check_prefill(prefill)
     max_new_tokens = positive(max_new_tokens, "max_new_tokens")
     check_truncate(truncate)
     batch_size = positive(batch_size if batch_size is not None
@@ -183,10 +200,12 @@ def plan_generation(token_ids: Sequence[Sequence[int]], max_new_tokens: int,
     for i, x in enumerate(ids):
         if not x:
             raise ValueError(f"prompt {i} has no tokens")
-    resolved = resolve_buckets(buckets, [len(x) for x in ids])
+    compiled_prefill = compile and prefill == "compiled"
+    resolved = resolve_buckets(buckets, [len(x) for x in ids], 2 if compiled_prefill else 1)
     ids = _fitted(ids, resolved, truncate)
     batches = tuple(PlannedBatch(bucket, tuple(chunk), batch_size,
-                                 capped_cache_length(bucket, max_new_tokens, max_positions))
+                                 capped_cache_length(bucket, max_new_tokens, max_positions),
+                                 prefill=compiled_prefill)
                     for bucket, chunk in _grouped([len(x) for x in ids], resolved, batch_size))
     graphs = tuple(dict.fromkeys(g for b in batches for g in b.graphs())) if compile else ()
     return GenerationPlan(token_ids=tuple(tuple(x) for x in ids), buckets=resolved,

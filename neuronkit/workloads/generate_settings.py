@@ -15,7 +15,7 @@ __all__ = ["MANAGED_KWARGS", "CallSettings", "cache_keyword", "call_settings", "
            "compile_kwargs", "eos_ids", "max_positions", "token_ids"]
 
 MANAGED_KWARGS = ("input_ids", "attention_mask", "cache", "past_key_values", "cache_implementation",
-                  "max_length", "disable_compile", "num_return_sequences")
+                  "max_length", "disable_compile", "num_return_sequences", "prefill_chunk_size")
 
 
 def check_prompts(prompts: Any) -> list[str]:
@@ -88,7 +88,7 @@ def check_managed(generate_kwargs: dict) -> None:
     clash = sorted(k for k in MANAGED_KWARGS if k in generate_kwargs)
     if clash:
         raise ValueError(f"generate() sets {clash} itself (static cache per bucket, one output per "
-                         "prompt); use buckets=, max_new_tokens= and compile=False instead")
+                         "prompt); use buckets=, max_new_tokens=, prefill= and compile=False instead")
 
 
 def token_ids(tokenizer: Any, prompts: list[str]) -> list[list[int]]:

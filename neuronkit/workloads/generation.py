@@ -23,6 +23,7 @@ from neuronkit.workloads.generate_plan import (
     DEFAULT_BATCH_SIZE,
     GenerationPlan,
     PlannedBatch,
+    check_prefill,
     check_truncate,
     plan_generation,
     positive,
@@ -62,11 +63,12 @@ class GenerationResult:
     backend: str | None = None       # compile backend; None when compile=False
     batch_size: int = 1
     new_tokens: int = 0
-    planned_graphs: int = 0          # the most decode graphs the call could compile
+    planned_graphs: int = 0          # the most graphs the call could compile (prefill + decode)
     recompile_limit: LimitFit | None = None   # what was done to torch's limit (None: nothing)
     eager_calls: int = 0             # decode calls torch ran uncompiled (after a limit hit)
     full_layers: int = 0             # sliding-window cache layers given full length
     forecast_kernels: int = 0        # eager kernels native Neuron would compile (a CPU forecast)
+    eager_ops: int = 0               # op calls of the model run eagerly (forecast_kernels=True)
     stopped: bool = False            # ended early: `stop` was set (batches_done of batches ran)
     batches_done: int = 0
     batches: int = 0
@@ -104,7 +106,8 @@ class GenerationResult:
                 + (f"; {self.eager_calls} decode calls ran EAGER (recompile limit)"
                    if self.eager_calls else "")
                 + (f"; forecast: {self.forecast_kernels} eager kernels on Neuron"
-                   if self.forecast_kernels else ""))
+                   if self.forecast_kernels else "")
+                + (f"; {self.eager_ops} eager op calls of the model" if self.eager_ops else ""))
 
 
 def _plural(count: int, noun: str) -> str:
@@ -220,8 +223,11 @@ class _BatchRunner:
                                                        refuse_unbounded=self.settings.compile)
         clock = _FirstTokenClock()
         processors = LogitsProcessorList([clock, *self.settings.logits_processor])
-        return {"input_ids": input_ids, "attention_mask": mask, "logits_processor": processors,
-                self.settings.cache_kw: cache}, clock
+        inputs = {"input_ids": input_ids, "attention_mask": mask, "logits_processor": processors,
+                  self.settings.cache_kw: cache}
+        if batch.prefill:  # one chunk of the whole bucket: transformers runs it compiled
+            inputs["prefill_chunk_size"] = batch.bucket
+        return inputs, clock
 
     def _keep(self, batch: PlannedBatch, out) -> int:
         """Each real row's ids (prompt + new tokens) and new text; returns the new tokens kept."""
@@ -246,8 +252,44 @@ class _BatchRunner:
             batch_size=self.plan.batch_size, new_tokens=new_tokens,
             planned_graphs=self.plan.planned_graphs, recompile_limit=fit,
             eager_calls=self.eager_calls, full_layers=self.full_layers,
-            forecast_kernels=self.forecast.kernels if self.forecast else 0, stopped=stopped,
+            forecast_kernels=self.forecast.kernels if self.forecast else 0,
+            eager_ops=self.forecast.calls if self.forecast else 0, stopped=stopped,
             batches_done=len(self.timings), batches=len(self.plan.batches))
+
+
+def _all_positions(batch_idx, head_idx, q_idx, kv_idx):
+    """A mask function that masks nothing (see :func:`_prefill_masks`)."""
+    return kv_idx >= 0
+
+
+@contextlib.contextmanager
+def _prefill_masks(model, on: bool):
+    """While ``on``: the prefill's attention mask is always a tensor. transformers drops it (None:
+    SDPA's ``is_causal`` instead) when no row is padded, its prefill being uncompiled; compiled, a
+    batch without padding would then be one more graph. An and-mask that masks nothing keeps the
+    mask (its values unchanged). The model's own ``create_masks_for_generate`` is wrapped, on the
+    instance, for the call."""
+    if not on:
+        yield
+        return
+    from transformers.masking_utils import create_masks_for_generate
+
+    had = "create_masks_for_generate" in vars(model)
+    original = getattr(model, "create_masks_for_generate", create_masks_for_generate)
+
+    def masks_kept(**kwargs: Any) -> Any:
+        embeds = kwargs.get("inputs_embeds")
+        if embeds is not None and embeds.shape[1] > 1:  # a prefill: more than one new position
+            kwargs.setdefault("and_mask_function", _all_positions)
+        return original(**kwargs)
+    model.create_masks_for_generate = masks_kept
+    try:
+        yield
+    finally:
+        if had:
+            model.create_masks_for_generate = original
+        else:
+            del model.create_masks_for_generate
 
 
 def _forecast(rec: CompileRecorder, model, on: bool) -> Any:
@@ -264,7 +306,8 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
              recorder=None, *, compile: bool = True, backend: Any = None,
              truncate: str | None = None, fit_recompile_limit: bool = True,
              forecast_kernels: bool = False, on_batch: Callable[[BatchProgress], Any] | None = None,
-             stop: threading.Event | None = None, **generate_kwargs) -> GenerationResult:
+             stop: threading.Event | None = None, prefill: str = "compiled",
+             **generate_kwargs) -> GenerationResult:
     """Generate for one prompt or many with bounded static shapes, recording compile events.
 
     ``buckets``: a :class:`Buckets` or list of prompt lengths, ``"auto"`` (``plan_buckets`` on
@@ -283,8 +326,13 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     marked ``forecast`` (``result.forecast_kernels``): a forecast counted here, not a measurement.
     ``on_batch(progress)`` runs after every batch (:class:`~neuronkit.workloads.progress.BatchProgress`:
     done / total, an ETA); once ``stop`` (a ``threading.Event``) is set the call ends before the
-    next batch: ``result.stopped``, prompts not reached keep ``""`` and ``None``. Other keywords
-    go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
+    next batch: ``result.stopped``, prompts not reached keep ``""`` and ``None``.
+    ``prefill="compiled"`` (the default with ``compile=True``) runs each batch's prefill as one
+    compiled graph too (``...forward[prefill]``, keyed on batch size, bucket and cache length),
+    from which decode continues on the same cache: at most two graphs per (batch size, bucket),
+    nothing of the model's forward left eager. ``prefill="eager"``: transformers' own uncompiled
+    prefill (the seed's recipe; on Neuron every op of it compiles a kernel per new shape). Other
+    keywords go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
     """
     check_model_and_tokenizer(model, tokenizer)
     check_progress(on_batch, stop)
@@ -293,13 +341,15 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     check_recorder(recorder)
     check_truncate(truncate)
     check_managed(generate_kwargs)
+    check_prefill(prefill)
     batch_size = positive(batch_size if batch_size is not None
                           else min(len(prompts), DEFAULT_BATCH_SIZE), "batch_size")
     pad_id = generate_kwargs.pop("pad_token_id", None)
     if pad_id is None:
         pad_id = pad_token_id(tokenizer, warn=True)
     plan = plan_generation(token_ids(tokenizer, prompts), max_new_tokens, buckets, batch_size,
-                           truncate=truncate, max_positions=max_positions(model), compile=compile)
+                           truncate=truncate, max_positions=max_positions(model), compile=compile,
+                           prefill=prefill)
     settings = call_settings(model, tokenizer, pad_id, max_new_tokens, compile, backend,
                               generate_kwargs)
     if compile and not fit_recompile_limit:
@@ -314,6 +364,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                               _forecast(rec, model, forecast_kernels))
         fit = scope.enter_context(call_limit(model, plan.planned_graphs, rec,
                                              fit=fit_recompile_limit))
+        scope.enter_context(_prefill_masks(model, any(b.prefill for b in plan.batches)))
         stopped = runner.run(on_batch, stop)
     return runner.result(time.perf_counter() - t_start, fit, stopped)
 

@@ -128,11 +128,15 @@ def plan_cost(lengths: Iterable[int], buckets: Buckets | Sequence[int],
 
 def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
                  compile_cost_s: float = DEFAULT_COMPILE_COST_S,
-                 token_cost_s: float = DEFAULT_TOKEN_COST_S, multiple_of: int = 1) -> Buckets:
-    """Bucket boundaries minimising ``len(buckets) * compile_cost_s + padding * token_cost_s``.
+                 token_cost_s: float = DEFAULT_TOKEN_COST_S, multiple_of: int = 1,
+                 graphs_per_bucket: int = 1) -> Buckets:
+    """Bucket boundaries minimising ``len(buckets) * graphs_per_bucket * compile_cost_s +
+    padding * token_cost_s``.
 
     ``padding`` is ``sum(bucket(n) - n)`` over the observed ``lengths`` (each one a request), so
-    a length seen often weighs more. Each bucket is one graph to compile. Boundaries are observed
+    a length seen often weighs more. Each bucket is ``graphs_per_bucket`` graphs to compile: 1 for
+    a decode graph alone, 2 for ``nk.generate``'s compiled prefill and decode (what
+    ``buckets="auto"`` passes). Boundaries are observed
     lengths rounded up to ``multiple_of``; the largest always covers ``max(lengths)``. The answer
     is exact: dynamic programming over the k sorted distinct lengths, O(k^2), or O(k^2 * m) for
     the best plan with at most ``max_buckets=m`` buckets. Ties go to fewer buckets.
@@ -146,6 +150,7 @@ def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
     if max_buckets is not None:
         max_buckets = _as_length(max_buckets, "max_buckets")
     compile_cost_s, token_cost_s = _costs(compile_cost_s, token_cost_s)
+    compile_cost_s *= _as_length(graphs_per_bucket, "graphs_per_bucket")
 
     rounded = Counter(-(-n // step) * step for n in values)   # candidate boundary -> count
     bounds = sorted(rounded)                                   # exact ints: the boundaries

@@ -61,7 +61,8 @@ class WarmupManifest:
     """What :func:`warmup` compiled, and what it cost; JSON-serialisable (``log`` aside).
 
     ``graphs``: one dict per (batch size, bucket): ``batch_size``, ``bucket``, ``cache_len``,
-    ``graphs`` (compiles in the step), ``kernels`` (eager prefill kernels, Neuron only),
+    ``graphs`` (compiles in the step: ``prefill_graphs`` + ``decode_graphs``, one each with
+    ``nk.generate``'s compiled prefill), ``kernels`` (eager kernels, Neuron only),
     ``compile_s`` (Dynamo's), ``wall_s``, and on Neuron
     ``neff_compile_s``, ``neff_cache`` and ``cache_keys`` (None where unknown). The plan holds
     for prompts up to ``max(buckets)`` tokens, the ``batch_sizes`` planned and ``max_new_tokens``
@@ -182,8 +183,10 @@ def _step_entry(batch_size: int, bucket: int, cache_len: int, events: list[Compi
     built = [e for e in events if e.kind in GRAPH_KINDS]
     neff = [e.neff_compile_s for e in built if e.neff_compile_s is not None]
     states = [e.neff_cache for e in built if e.neff_cache]
+    phases = [e.metrics.get("phase") if isinstance(e.metrics, dict) else None for e in built]
     return {"batch_size": batch_size, "bucket": bucket, "cache_len": cache_len,
-            "graphs": graphs(events),
+            "graphs": graphs(events), "prefill_graphs": phases.count("prefill"),
+            "decode_graphs": phases.count("decode"),
             "kernels": sum(e.kernels for e in events if e.kind == "kernels"),
             "compile_s": round(compile_seconds(built), 6),
             "wall_s": round(wall_s, 6),

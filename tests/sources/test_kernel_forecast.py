@@ -230,7 +230,8 @@ def test_a_compiled_module_counts_nothing_but_its_eager_fallback():
 def test_generate_forecast_per_batch_then_nothing_new_then_a_new_bucket(model, tok, compiler_reset):
     short, longer = "the cat sat on a mat", "the rain fell over the quiet hills and rivers"
     assert len(tok(short)["input_ids"]) <= 16 < len(tok(longer)["input_ids"]) <= 32
-    kw = dict(max_new_tokens=3, buckets=[16, 32], batch_size=1, backend="eager")
+    # transformers' eager prefill: each new prompt shape is a batch of eager kernels on Neuron
+    kw = dict(max_new_tokens=3, buckets=[16, 32], batch_size=1, backend="eager", prefill="eager")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         first = nk.generate(model, tok, [short], forecast_kernels=True, **kw)
@@ -274,5 +275,10 @@ def test_generate_forecast_is_off_unless_asked_and_leaves_the_output_alone(model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = nk.generate(model, tok, ["a cat"], forecast_kernels=True, backend="eager",
-                               **{**kw, "compile": True})
+                               prefill="eager", **{**kw, "compile": True})
+        reset_forecast()
+        whole = nk.generate(model, tok, ["a cat"], forecast_kernels=True, backend="eager",
+                            **{**kw, "compile": True})                  # prefill compiled too
     assert 0 < compiled.forecast_kernels < counted.forecast_kernels
+    assert whole.forecast_kernels == 0 and whole.texts == plain.texts   # nothing eager left
+    assert compiled.eager_ops > 0 and whole.eager_ops == 0             # the prefill's op calls

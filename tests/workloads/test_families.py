@@ -35,7 +35,7 @@ def test_family_bounded_and_exact(family, tok, compiler_reset):
     lengths = [len(tok(p)["input_ids"]) for p in PROMPTS]
     assert {buckets.fit(n) for n in lengths} == {8, 32}
     res = nk.generate(model, tok, PROMPTS, max_new_tokens=12, buckets=buckets, batch_size=2)
-    assert res.planned_graphs == 2                        # 2 buckets x 1 batch size x 1 room
+    assert res.planned_graphs == 4                        # 2 buckets x (prefill + decode)
     assert 1 <= res.graphs <= res.planned_graphs
     assert not [e for e in res.events if e.kind in ("limit_hit", "eager_fallback")]
     assert res.eager_calls == 0
@@ -103,9 +103,9 @@ def eager_decode_counter(model):
 
 
 @pytest.mark.slow
-def test_ten_buckets_compile_ten_graphs_without_a_limit_hit(tok, tiny_model_path, compiler_reset):
+def test_ten_graphs_compile_without_a_limit_hit(tok, tiny_model_path, compiler_reset):
     model = nk.load_model(tiny_model_path, device="cpu", dtype="float32")
-    buckets = nk.Buckets(list(range(4, 44, 4)))
+    buckets = nk.Buckets(list(range(4, 24, 4)))               # 5 buckets x (prefill + decode)
     res = nk.generate(model, tok, bucket_prompts(tok, buckets), max_new_tokens=3,
                       buckets=buckets, batch_size=1)
     assert res.planned_graphs == 10 and res.graphs == 10
@@ -118,18 +118,18 @@ def test_ten_buckets_compile_ten_graphs_without_a_limit_hit(tok, tiny_model_path
 
 @pytest.mark.slow
 def test_four_model_classes_share_the_decode_limit(tok, compiler_reset):
-    buckets = nk.Buckets([8, 16, 24])
+    buckets = nk.Buckets([8, 16])
     prompts = bucket_prompts(tok, buckets)
     total, held = 0, []
     for family in ("llama", "qwen3", "phi3", "mistral"):      # one shared wrapped_func
         model = tiny_family(family, tok)
         res = nk.generate(model, tok, prompts, max_new_tokens=3, buckets=buckets, batch_size=1)
-        assert res.graphs == 3 and res.eager_calls == 0, family
+        assert res.graphs == 4 and res.eager_calls == 0, family   # prefill + decode per bucket
         assert not [e for e in res.events if e.kind == "limit_hit"], family
         held.append(res.recompile_limit.held)
         total += res.graphs
-    assert total == 12 and held == [0, 3, 6, 9]
-    assert held_graphs(decode_code(model)) == 12
+    assert total == 16 and held == [0, 4, 8, 12]
+    assert held_graphs(decode_code(model)) == 16
 
 
 @pytest.mark.slow
@@ -140,7 +140,7 @@ def test_forced_limit_hit_yields_exact_eager_fallback_events(tok, tiny_model_pat
     prompts = bucket_prompts(tok, buckets)
     with pytest.warns(RecompileLimitWarning, match="holds 0 graphs .* 10 more"):
         res = nk.generate(model, tok, prompts, max_new_tokens=5, buckets=buckets, batch_size=1,
-                          fit_recompile_limit=False)
+                          fit_recompile_limit=False, prefill="eager")  # decode graphs alone
     kinds = [e.kind for e in res.events]
     assert kinds.count("first") + kinds.count("recompile") == 8 and kinds.count("limit_hit") == 1
     eager = [e for e in res.events if e.kind == "eager_fallback"]
@@ -157,6 +157,7 @@ def test_forced_limit_hit_yields_exact_eager_fallback_events(tok, tiny_model_pat
 
     # nk.generate with the limit fitted compiles the refused shapes after all: no eager calls
     witness.clear()
-    res = nk.generate(model, tok, prompts[8:], max_new_tokens=5, buckets=buckets, batch_size=1)
+    res = nk.generate(model, tok, prompts[8:], max_new_tokens=5, buckets=buckets, batch_size=1,
+                      prefill="eager")
     assert res.recompile_limit.reenabled and res.graphs == 2 and res.eager_calls == 0
     assert witness == []

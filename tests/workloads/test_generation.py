@@ -58,13 +58,13 @@ def test_graphs_bounded_by_buckets_whatever_the_arrival_order(model, tok):
         counter = counting_backend()
         res = nk.generate(model, tok, order, max_new_tokens=6, buckets=buckets, batch_size=2,
                           backend=counter)
-        # one decode graph per bucket, whatever the order; the recorder agrees with reality
-        assert counter.graphs == res.graphs == len(buckets)
+        # a prefill and a decode graph per bucket, whatever the order; the recorder agrees
+        assert counter.graphs == res.graphs == 2 * len(buckets)
         assert res.cache_lengths == [cache_length(16, 6), cache_length(64, 6)]
         assert all(t.rows == 2 for t in res.timings)           # short batches were filled up
     again = nk.generate(model, tok, prompts[::-1], max_new_tokens=6, buckets=buckets,
                         batch_size=2, backend=counter)
-    assert again.graphs == 0 and counter.graphs == len(buckets)  # second pass: nothing new
+    assert again.graphs == 0 and counter.graphs == 2 * len(buckets)  # second pass: nothing new
     torch.compiler.reset()
 
 
@@ -79,7 +79,7 @@ def test_without_buckets_each_new_longest_batch_compiles(model, tok, compiler_re
         assert rec.active                                   # a caller's recorder keeps running
     expected = {cache_length(max(lengths[i:i + 2]), 6) for i in range(0, len(lengths), 2)}
     assert res.buckets is None and res.cache_lengths == sorted(expected)
-    assert counter.graphs == res.graphs == len(expected) >= 2
+    assert counter.graphs == res.graphs == 2 * len(expected) >= 4
     assert res.events == rec.events[-len(res.events):]
     assert all(e.context.startswith("generate batch") for e in res.events)
     # no buckets: the context names the batch's own length, never a "bucket"
@@ -293,11 +293,16 @@ def test_plan_truncates_on_the_left_or_names_the_long_prompt():
 def test_plan_counts_the_distinct_graphs_it_may_compile():
     plan = plan_generation(ids_of(3, 5, 3, 5, 12), 6, [8, 16], batch_size=2)
     assert [b.shape for b in plan.batches] == [(8, 40), (8, 40), (16, 48)]
-    assert plan.graphs == (PlannedGraph("decode", 2, 8, 40), PlannedGraph("decode", 2, 16, 48))
-    assert plan.planned_graphs == 2
+    assert plan.graphs == (PlannedGraph("prefill", 2, 8, 40), PlannedGraph("decode", 2, 8, 40),
+                           PlannedGraph("prefill", 2, 16, 48), PlannedGraph("decode", 2, 16, 48))
+    assert plan.planned_graphs == 4
+    eager = plan_generation(ids_of(3, 5, 3, 5, 12), 6, [8, 16], batch_size=2, prefill="eager")
+    assert eager.graphs == (PlannedGraph("decode", 2, 8, 40), PlannedGraph("decode", 2, 16, 48))
     assert plan_generation(ids_of(3, 5, 12), 6, [8, 16], compile=False).planned_graphs == 0
-    # without buckets each distinct longest length is its own graph
-    assert plan_generation(ids_of(3, 5, 3, 5), 6, batch_size=1).planned_graphs == 2
+    # without buckets each distinct longest length is its own pair of graphs
+    assert plan_generation(ids_of(3, 5, 3, 5), 6, batch_size=1).planned_graphs == 4
+    with pytest.raises(ValueError, match="prefill must be 'compiled' .* or 'eager'"):
+        plan_generation(ids_of(3), 6, prefill="lazy")
 
 
 @pytest.mark.parametrize("args, kwargs, text", [

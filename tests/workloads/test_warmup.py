@@ -62,19 +62,20 @@ def test_a_manifest_round_trips_through_json(tmp_path):
 
 
 @pytest.mark.slow
-def test_after_warmup_a_plan_of_ten_graphs_serves_with_zero_compiles(model, tok, compiler_reset):
+def test_after_warmup_a_plan_of_ten_steps_serves_with_zero_compiles(model, tok, compiler_reset):
     steps: list[WarmupStep] = []
     manifest = nk.warmup(model, tok, BUCKETS, batch_sizes=[2, 1], max_new_tokens=3,
                          backend="eager", on_step=steps.append)
     assert [(g["batch_size"], g["bucket"]) for g in manifest.graphs] == [
         (bs, b) for bs in (1, 2) for b in BUCKETS]
     assert [s.done for s in steps] == list(range(1, 11)) and steps[-1].total == 10
-    assert all(g["graphs"] == 1 and g["compile_s"] > 0 for g in manifest.graphs)
+    assert all((g["graphs"], g["prefill_graphs"], g["decode_graphs"]) == (2, 1, 1)
+               and g["compile_s"] > 0 for g in manifest.graphs)
     assert all(g["cache_len"] == g["bucket"] + 32 for g in manifest.graphs)
     assert all(g["neff_compile_s"] is None and g["cache_keys"] is None for g in manifest.graphs)
     assert isinstance(manifest.log, CompileLog)
     kinds = [e.kind for e in manifest.log.events]
-    assert "limit_hit" not in kinds and kinds.count("first") + kinds.count("recompile") == 10
+    assert "limit_hit" not in kinds and kinds.count("first") + kinds.count("recompile") == 20
     assert torch._dynamo.config.recompile_limit == 8            # restored after the warm-up
     json.loads(manifest.to_json())
 
@@ -108,7 +109,7 @@ def test_the_cli_warms_up_with_a_progress_bar_and_writes_manifest_and_log(
     manifest = WarmupManifest.load(manifest_path)
     assert [g["bucket"] for g in manifest.graphs] == [8, 16] and manifest.max_new_tokens == 4
     assert manifest.log is None and str(manifest_path) in out
-    assert len(CompileLog.load(log_path).events) == 2
+    assert len(CompileLog.load(log_path).events) == 4     # a prefill and a decode graph per bucket
 
 
 @pytest.mark.parametrize("argv, text", [
@@ -140,10 +141,11 @@ def test_on_neuron_the_manifest_has_neff_times_cache_states_and_keys(tiny_model_
         fake.plan("compiled", duration_s=120.0)
         fake.plan("compiled", duration_s=90.0)
         manifest = nk.warmup(model, tok, [8, 16], max_new_tokens=3, backend="neuron")
+    # each step builds a prefill and a decode graph: the first step's two builds are 120 + 90 s
     assert [(g["neff_compile_s"], g["neff_cache"]) for g in manifest.graphs] == [
-        (120.0, "compiled"), (90.0, "compiled")]
+        (210.0, "compiled"), (4.0, "compiled")]      # the next step's two: the default 2 s each
     keys = [g["cache_keys"] for g in manifest.graphs]
-    assert all(k and len(k) == 1 for k in keys) and keys[0] != keys[1]
+    assert all(k and len(k) == 2 for k in keys) and not set(keys[0]) & set(keys[1])
     assert manifest.torch_neuronx is not None and manifest.backend == "neuron"
 
 
