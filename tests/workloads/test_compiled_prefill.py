@@ -107,3 +107,23 @@ def test_auto_buckets_count_two_graphs_per_bucket():
     assert (plan_generation(ids, 4, "auto").buckets
             == nk.plan_buckets(lengths, graphs_per_bucket=2))
     assert (plan_generation(ids, 4, "auto", prefill="eager").buckets == nk.plan_buckets(lengths))
+
+
+def test_sampling_draws_the_same_tokens_with_the_prefill_compiled(tiny_model_path, tok,
+                                                                  compiler_reset):
+    """Seeded sampling: the compiled prefill gives the logits the eager one gives, so the same
+    draws pick the same tokens (the distribution is unchanged, not only its argmax)."""
+    model = nk.load_model(tiny_model_path, device="cpu", dtype="float32")
+    runs = {}
+    for prefill in ("eager", "compiled"):
+        torch.manual_seed(1234)
+        runs[prefill] = nk.generate(model, tok, PROMPTS[:4], max_new_tokens=6, buckets=[16, 32],
+                                    batch_size=2, backend="eager", prefill=prefill,
+                                    do_sample=True, temperature=1.3, top_k=0)
+    assert runs["compiled"].output_ids and all(
+        a.tolist() == b.tolist() for a, b in zip(runs["eager"].output_ids,
+                                                 runs["compiled"].output_ids, strict=True))
+    torch.manual_seed(99)
+    other = nk.generate(model, tok, PROMPTS[:4], max_new_tokens=6, buckets=[16, 32], batch_size=2,
+                        backend="eager", do_sample=True, temperature=1.3, top_k=0)
+    assert [t.tolist() for t in other.output_ids] != [t.tolist() for t in runs["compiled"].output_ids]
