@@ -10,10 +10,11 @@ from typing import Any
 
 from neuronkit.events.event import CompileEvent
 
-__all__ = ["host_offsets", "shifted"]
+__all__ = ["host_of", "host_offsets", "shifted"]
 
 
-def _host(header: dict[str, Any], clock: dict[str, Any] | None) -> str | None:
+def host_of(header: dict[str, Any], clock: dict[str, Any] | None) -> str | None:
+    """The host a log was written on: its clock line's, else its header's; None if unnamed."""
     host = (clock or {}).get("host") or header.get("host")
     return str(host) if isinstance(host, (str, int)) and str(host) else None
 
@@ -24,7 +25,7 @@ def host_offsets(logs: list[tuple[dict[str, Any], dict[str, Any] | None, int]]) 
     barriers: dict[str, list[float]] = {}
     first: dict[str, int] = {}
     for header, clock, rank in logs:
-        host = _host(header, clock)
+        host = host_of(header, clock)
         if host is None or not clock or not isinstance(clock.get("barrier_at"), (int, float)):
             continue
         barriers.setdefault(host, []).append(float(clock["barrier_at"]))

@@ -14,9 +14,9 @@ import os
 import warnings
 from pathlib import Path
 
-from neuronkit.events.event import UPDATABLE, CompileEvent
+from neuronkit.events.event import CompileEvent
 from neuronkit.events.schema import LogFormatError
-from neuronkit.log.clock import host_offsets
+from neuronkit.log.clock import host_of, host_offsets
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.reader import LogReader
 from neuronkit.safe import strip_control
@@ -44,7 +44,7 @@ class _Tail:
 
     @property
     def closed(self) -> bool:
-        return self.reader is not None and (self.reader.saved or not self.reader.open)
+        return self.reader is not None and self.reader.closed
 
     def read(self) -> list[CompileEvent]:
         """The events of the whole lines written since the last read."""
@@ -102,15 +102,7 @@ class _Tail:
             if self.offset_s and isinstance(event.started_at, (int, float)):
                 event.started_at -= self.offset_s
             self.by_seq[event.seq] = event
-        for number, data in reader.updates[updates:]:
-            target = self.by_seq.get(data["update"])
-            if target is None:
-                reader.bad.append((number, f"updates event {data['update']}, which the log does "
-                                   "not hold"))
-                continue
-            for name in UPDATABLE:
-                if name in data:
-                    setattr(target, name, data[name])
+        reader.apply_updates(reader.updates[updates:], self.by_seq)
         if len(reader.bad) > self.warned:
             self.warned = len(reader.bad)
             line, why = reader.bad[-1]
@@ -186,9 +178,8 @@ class Follower:
         offsets = host_offsets([(t.header or {}, t.reader.clock if t.reader else None, t.rank)
                                 for t in open_tails])
         for tail in open_tails:
-            host = (tail.reader.clock or {}).get("host") if tail.reader else None
-            host = host or (tail.header or {}).get("host")
-            offset = offsets.get(str(host), 0.0) if host is not None else 0.0
+            host = host_of(tail.header or {}, tail.reader.clock if tail.reader else None)
+            offset = offsets.get(host, 0.0) if host is not None else 0.0
             if offset != tail.offset_s:  # shift what it returned before, by the difference
                 for event in tail.by_seq.values():
                     if isinstance(event.started_at, (int, float)):

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from neuronkit.log.clock import host_offsets, shifted
+from neuronkit.log.clock import host_of, host_offsets, shifted
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.setup.process import default_rank
 
@@ -91,7 +91,8 @@ def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.P
     if not logs:
         raise ValueError("merge_logs got no logs")
     offsets = host_offsets([(log.header, log.clock, _rank_of(log, log.path) or 0) for log in logs])
-    logs = [_copy(log, shifted(log.events, offsets.get(_host_of(log), 0.0))) for log in logs]
+    logs = [_copy(log, shifted(log.events, offsets.get(host_of(log.header, log.clock) or "", 0.0)))
+            for log in logs]
     merged = CompileLog.merge(logs)
     if any(offsets.values()):
         merged.header["clock_offsets"] = {h: s for h, s in offsets.items() if s}
@@ -111,11 +112,6 @@ def _copy(log: CompileLog, events: list) -> CompileLog:
     copy.path, copy.wall_time_s, copy.clock, copy.closed = (log.path, log.wall_time_s, log.clock,
                                                            log.closed)
     return copy
-
-
-def _host_of(log: CompileLog) -> str:
-    host = (log.clock or {}).get("host") or log.header.get("host")
-    return str(host) if host is not None else ""
 
 
 def _rank_of(log: CompileLog, path: Path | None) -> int | None:

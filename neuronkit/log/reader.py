@@ -70,7 +70,7 @@ def read_log(path: Path) -> tuple[dict[str, Any], list[CompileEvent], float | No
         if tail:
             reader.line(number, tail, terminated=False)
     wall = reader.finish()
-    return header, reader.events, wall, LogState(reader.saved or not reader.open, reader.clock)
+    return header, reader.events, wall, LogState(reader.closed, reader.clock)
 
 
 @dataclass(frozen=True)
@@ -260,10 +260,16 @@ class LogReader:
         self.events.append(CompileEvent.from_dict(data))
         self.open = True
 
-    def finish(self) -> float | None:
-        """Apply the update lines, say what was skipped (one warning), return the wall time."""
-        by_seq = {e.seq: e for e in self.events}
-        for number, data in self.updates:
+    @property
+    def closed(self) -> bool:
+        """Its writer stopped after its last line: a saved log, or a wall-time line came last."""
+        return self.saved or not self.open
+
+    def apply_updates(self, updates: list[tuple[int, dict[str, Any]]],
+                      by_seq: dict[int, CompileEvent]) -> None:
+        """Set the fields of update lines on the events they name (``by_seq``); an update of an
+        event the log does not hold is a bad line."""
+        for number, data in updates:
             target = by_seq.get(data["update"])
             if target is None:
                 self.bad.append((number, f"updates event {data['update']}, which the log does "
@@ -272,6 +278,10 @@ class LogReader:
             for name in UPDATABLE:
                 if name in data:
                     setattr(target, name, data[name])
+
+    def finish(self) -> float | None:
+        """Apply the update lines, say what was skipped (one warning), return the wall time."""
+        self.apply_updates(self.updates, {e.seq: e for e in self.events})
         notes = []
         if self.bad:
             self.bad.sort()
