@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "audit_shapes": "workloads.shape_audit", "ShapeAudit": "workloads.shape_audit",
     "generate": "workloads.generation", "GenerationResult": "workloads.generation",
     "BatchProgress": "workloads.progress", "UnboundedCacheError": "workloads.static_cache",
+    "LeftPaddingError": "workloads.padding_check",
     "warmup": "workloads.warm_up", "WarmupManifest": "workloads.warm_up",
     "fixed_shape_args": "workloads.trainer_args", "CompileEventsCallback": "workloads.training",
     "StaticShapeWarning": "workloads.trainer_args", "RecompileWarning": "workloads.training",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .workloads.dataset_shapes import check_static_shapes
     from .workloads.distributed import launch
     from .workloads.generation import GenerationResult, generate
+    from .workloads.padding_check import LeftPaddingError
     from .workloads.progress import BatchProgress
     from .workloads.shape_audit import ShapeAudit, audit_shapes
     from .workloads.shapes import Buckets, plan_buckets

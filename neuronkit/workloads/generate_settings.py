@@ -9,6 +9,7 @@ from typing import Any
 
 from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.setup.device import cpu_backend
+from neuronkit.workloads.static_cache import UnboundedCacheError
 
 __all__ = ["MANAGED_KWARGS", "CallSettings", "cache_keyword", "call_settings", "check_managed",
            "check_model_and_tokenizer", "check_progress", "check_prompts", "check_recorder",
@@ -101,13 +102,24 @@ def token_ids(tokenizer: Any, prompts: list[str]) -> list[list[int]]:
 
 
 def max_positions(model: Any) -> int | None:
-    """The positions the model's text config allows (None: not said)."""
-    return getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+    """The positions the model's text config allows (None: not said, or not a positive int:
+    XLNet's ``-1`` means no limit)."""
+    n = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
 def cache_keyword(model: Any) -> str:
-    """The keyword the model's forward takes its cache by."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    """The keyword the model's forward takes its cache by; an ``UnboundedCacheError`` when it
+    takes none (each step would re-run, and compile, the whole sequence so far)."""
+    params = inspect.signature(model.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in params:
+            return name
+    raise UnboundedCacheError(
+        f"{type(model).__name__}: its forward takes neither cache nor past_key_values, so "
+        f"nk.generate cannot give it a static cache: what it keeps between tokens (a state of "
+        f"its own, or nothing, every token re-running the whole sequence) is not bounded by "
+        f"buckets. Call model.generate directly (under a CompileRecorder to see what compiles)")
 
 
 def eos_ids(model: Any, tokenizer: Any, kwargs: dict) -> set[int]:

@@ -39,12 +39,15 @@ from neuronkit.workloads.generate_settings import (
     max_positions,
     token_ids,
 )
+from neuronkit.workloads.graph_watch import GraphWatch, allowed_graphs
+from neuronkit.workloads.padding_check import check_left_padding, sliding_window
+from neuronkit.workloads.prefill_masks import prefill_masks
 from neuronkit.workloads.progress import BatchProgress, BatchTiming, eta_s, new_shapes
 from neuronkit.workloads.recompile_limit import LimitFit, call_limit, record_eager_batch, warn_if_no_room
 from neuronkit.workloads.shapes import Buckets
-from neuronkit.workloads.static_cache import bounded_static_cache
+from neuronkit.workloads.static_cache import UnboundedCacheError, bounded_static_cache
 
-__all__ = ["GenerationResult", "generate"]
+__all__ = ["GenerationResult", "StaticCacheError", "generate"]
 
 
 @dataclass
@@ -168,6 +171,7 @@ class _BatchRunner:
         self.output_ids: list[Any] = [None] * len(plan.token_ids)
         self.timings: list[BatchTiming] = []
         self.eager_calls = self.full_layers = 0
+        self.allowed = allowed_graphs(plan.batches) if plan.planned_graphs else None
 
     def run(self, on_batch: Callable[[BatchProgress], Any] | None,
             stop: threading.Event | None) -> bool:
@@ -189,11 +193,15 @@ class _BatchRunner:
         from neuronkit.sources.kernel_forecast import checkpoint, counting
 
         inputs, clock = self._inputs(batch)
+        kwargs, watch = self._watched(n)
         seen = len(self.rec.events)
         label = _label(self.rec, n, batch, bucketed=self.plan.buckets is not None)
         with self.rec.context(label), counting(self.forecast):
             t0 = time.perf_counter()
-            out = self.model.generate(**inputs, **self.settings.kwargs)
+            try:
+                out = self.model.generate(**inputs, **kwargs)
+            except (IndexError, RuntimeError, ValueError, TypeError, AttributeError) as exc:
+                raise _static_cache_error(self.model, batch, exc) from exc
             t1 = time.perf_counter()
         out = out.sequences if hasattr(out, "sequences") else out
         out = out.cpu()
@@ -212,6 +220,21 @@ class _BatchRunner:
                     started_at=time.time() - (time.perf_counter() - t0))
             self.rec.safe_point()  # on Neuron: NEFF build times, this batch's eager kernels
             checkpoint(self.forecast)  # forecast_kernels=True: this batch's, as one event
+        if watch is not None:
+            watch.raise_if_over(self.model)
+
+    def _watched(self, n: int) -> tuple[dict[str, Any], GraphWatch | None]:
+        """The call's keywords with a :class:`GraphWatch` first among the stopping criteria
+        (compiling), so that a graph over the plan ends the batch."""
+        if self.allowed is None:
+            return self.settings.kwargs, None
+        from transformers import StoppingCriteriaList
+
+        kwargs = dict(self.settings.kwargs)
+        watch = GraphWatch(self.rec, self.first_event, self.allowed[n])
+        kwargs["stopping_criteria"] = StoppingCriteriaList(
+            [watch, *(kwargs.pop("stopping_criteria", None) or [])])
+        return kwargs, watch
 
     def _inputs(self, batch: PlannedBatch) -> tuple[dict[str, Any], _FirstTokenClock]:
         """A batch's own keywords: left-padded rows, a fresh static cache, the first-token clock."""
@@ -257,39 +280,24 @@ class _BatchRunner:
             batches_done=len(self.timings), batches=len(self.plan.batches))
 
 
-def _all_positions(batch_idx, head_idx, q_idx, kv_idx):
-    """A mask function that masks nothing (see :func:`_prefill_masks`)."""
-    return kv_idx >= 0
+class StaticCacheError(UnboundedCacheError):
+    """``model.generate`` failed on the static cache ``nk.generate`` gave it."""
 
 
-@contextlib.contextmanager
-def _prefill_masks(model, on: bool):
-    """While ``on``: the prefill's attention mask is always a tensor. transformers drops it (None:
-    SDPA's ``is_causal`` instead) when no row is padded, its prefill being uncompiled; compiled, a
-    batch without padding would then be one more graph. An and-mask that masks nothing keeps the
-    mask (its values unchanged). The model's own ``create_masks_for_generate`` is wrapped, on the
-    instance, for the call."""
-    if not on:
-        yield
-        return
-    from transformers.masking_utils import create_masks_for_generate
+def _static_cache_error(model, batch: PlannedBatch, exc: BaseException) -> StaticCacheError:
+    """The error of a batch whose ``model.generate`` failed, with the cause and the cache."""
+    cause = (str(exc).strip().splitlines() or [""])[0][:300]
+    return StaticCacheError(
+        f"{type(model).__name__}: model.generate failed on a {batch.rows}x{batch.bucket} batch "
+        f"with a static cache of {batch.cache_len} positions ({type(exc).__name__}: {cause}). "
+        f"A model that keeps a cache of its own, or writes more positions than its input holds, "
+        f"cannot take the static cache nk.generate gives it; try nk.generate(..., "
+        f"compile=False), and if that fails too, call model.generate")
 
-    had = "create_masks_for_generate" in vars(model)
-    original = getattr(model, "create_masks_for_generate", create_masks_for_generate)
 
-    def masks_kept(**kwargs: Any) -> Any:
-        embeds = kwargs.get("inputs_embeds")
-        if embeds is not None and embeds.shape[1] > 1:  # a prefill: more than one new position
-            kwargs.setdefault("and_mask_function", _all_positions)
-        return original(**kwargs)
-    model.create_masks_for_generate = masks_kept
-    try:
-        yield
-    finally:
-        if had:
-            model.create_masks_for_generate = original
-        else:
-            del model.create_masks_for_generate
+def _pads(plan: GenerationPlan) -> bool:
+    """Whether any row of the plan is padded (shorter than its batch's bucket)."""
+    return any(len(plan.token_ids[i]) < b.bucket for b in plan.batches for i in b.row_prompts)
 
 
 def _forecast(rec: CompileRecorder, model, on: bool) -> Any:
@@ -333,6 +341,12 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     nothing of the model's forward left eager. ``prefill="eager"``: transformers' own uncompiled
     prefill (the seed's recipe; on Neuron every op of it compiles a kernel per new shape). Other
     keywords go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
+
+    Refused with the reason and the fix: a model whose output left padding changes, before
+    anything is padded (:class:`~neuronkit.LeftPaddingError`, checked once per model), cache
+    layers no bucket bounds and models without a KV cache (``UnboundedCacheError``), and, at the
+    first graph over the plan, a model that recompiles per step (``UnboundedGraphsError``, a
+    subclass; the call stops after that step).
     """
     check_model_and_tokenizer(model, tokenizer)
     check_progress(on_batch, stop)
@@ -351,7 +365,11 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                            truncate=truncate, max_positions=max_positions(model), compile=compile,
                            prefill=prefill)
     settings = call_settings(model, tokenizer, pad_id, max_new_tokens, compile, backend,
-                              generate_kwargs)
+                              generate_kwargs)   # refuses a model without a KV cache
+    window = sliding_window(model)
+    check_left_padding(model, list(plan.token_ids[0]), pad_id, padded=_pads(plan),
+                       beyond_window=window is not None and any(
+                           b.bucket + max_new_tokens > window for b in plan.batches))
     if compile and not fit_recompile_limit:
         warn_if_no_room(model, plan.planned_graphs)
     rec = recorder if recorder is not None else CompileRecorder(
@@ -364,7 +382,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                               _forecast(rec, model, forecast_kernels))
         fit = scope.enter_context(call_limit(model, plan.planned_graphs, rec,
                                              fit=fit_recompile_limit))
-        scope.enter_context(_prefill_masks(model, any(b.prefill for b in plan.batches)))
+        scope.enter_context(prefill_masks(model, any(b.prefill for b in plan.batches)))
         stopped = runner.run(on_batch, stop)
     return runner.result(time.perf_counter() - t_start, fit, stopped)
 

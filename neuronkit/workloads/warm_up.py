@@ -21,6 +21,7 @@ from neuronkit.events.facts import compile_seconds, graphs
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.setup.device import loaded_neuronx
+from neuronkit.setup.models import pad_token_id
 from neuronkit.workloads.generate_plan import (
     MIN_NEW_TOKEN_ROOM,
     PlannedBatch,
@@ -30,6 +31,7 @@ from neuronkit.workloads.generate_plan import (
 )
 from neuronkit.workloads.generate_settings import max_positions
 from neuronkit.workloads.generation import generate
+from neuronkit.workloads.padding_check import check_left_padding, sliding_window
 from neuronkit.workloads.recompile_limit import fitted_limit
 from neuronkit.workloads.shapes import Buckets
 
@@ -253,6 +255,10 @@ def warmup(model: Any, tokenizer: Any, buckets: Buckets | list[int],
     bounds = [0, *plan.boundaries]
     prompts = {b: _filler_prompt(tokenizer, b, bounds[i]) for i, b in enumerate(plan.boundaries)}
     steps = _planned_steps(plan, sizes, max_new_tokens, max_pos)
+    first = tokenizer(prompts[plan.boundaries[0]], add_special_tokens=True)["input_ids"]
+    window = sliding_window(model)                                 # serving pads: refuse now
+    check_left_padding(model, list(first), pad_token_id(tokenizer), beyond_window=any(
+        window is not None and step.bucket + max_new_tokens > window for step in steps))
     rec = recorder if recorder is not None else CompileRecorder(
         device=str(model.device), context="warmup")
     done: list[tuple[dict[str, Any], list[CompileEvent]]] = []

@@ -13,6 +13,7 @@ from neuron_fake import installed_fake
 from neuronkit.events.facts import neff_seconds, total_seconds
 from neuronkit.events.schema import FORMAT_VERSION
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.workloads.padding_check import left_padding_verdict
 
 
 def compiled(fn=None):
@@ -172,6 +173,9 @@ def test_an_update_for_an_unknown_event_is_skipped_with_a_warning(tmp_path):
 def test_generate_resolves_neff_times_and_kernels_per_batch(clean_env, tiny_model_path):
     model = nk.load_model(tiny_model_path, device="cpu", dtype="float32")
     tok = nk.load_tokenizer(tiny_model_path)
+    # nk.generate's padding probe (eager, on a CPU model only) before the fake: on Neuron it
+    # does not run, the verdict is read off the model
+    assert left_padding_verdict(model, tok("hi")["input_ids"], tok.pad_token_id) is None
     with installed_fake() as fake:
         fake.plan("compiled", duration_s=5.0)       # the first prefill's kernel is submitted first
         fake.plan("compiled", duration_s=120.0)     # then the decode graph

@@ -8,6 +8,7 @@ import torch
 
 import neuronkit as nk
 from neuronkit.examples.families import tiny_family
+from neuronkit.workloads.padding_check import left_padding_verdict
 
 PROMPTS = ["the cat", "the cat sat on a mat while rain fell", "quiet hills and rivers ran",
            "a mat", "rain fell over quiet hills", "the sea", "hills", "the cat sat on a mat"]
@@ -54,7 +55,8 @@ def test_after_warmup_serving_runs_nothing_uncompiled(family, tok, compiler_rese
 
 def test_eager_prefill_runs_one_uncompiled_forward_per_batch(tiny_model_path, tok, compiler_reset):
     model = nk.load_model(tiny_model_path, device="cpu", dtype="float32")
-    counter = UncompiledForwards(model)
+    assert left_padding_verdict(model, tok("the cat")["input_ids"], tok.pad_token_id) is None
+    counter = UncompiledForwards(model)                    # counted after the padding probe
     eager = nk.generate(model, tok, PROMPTS[:4], max_new_tokens=3, buckets=[16, 32],
                         batch_size=2, backend="eager", prefill="eager")
     assert counter.calls == len(eager.timings)             # transformers' prefill, uncompiled

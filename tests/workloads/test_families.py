@@ -15,6 +15,7 @@ import torch
 import neuronkit as nk
 from neuronkit.examples.families import FAMILIES, tiny_family
 from neuronkit.setup.decode_graphs import RecompileLimitWarning, decode_code, held_graphs
+from neuronkit.workloads.padding_check import left_padding_verdict
 from neuronkit.workloads.static_cache import UnboundedCacheError, bounded_static_cache
 
 PROMPTS = ["the cat", "the cat sat on a mat while rain fell", "quiet hills and rivers ran to the sea",
@@ -68,12 +69,34 @@ def test_unbounded_cache_layers_are_refused_up_front():
     cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128,
                                    num_hidden_layers=2, num_attention_heads=4,
                                    num_key_value_heads=2)
-    cfg.layer_types = ["full_attention", "linear_attention"]
-    with pytest.raises(UnboundedCacheError, match="layer 1 is a LinearAttentionLayer.*compile=False"):
+    cfg.layer_types = ["full_attention", "indexed_attention"]
+    with pytest.raises(UnboundedCacheError, match="layer 1 is a StaticIndexedLayer.*compile=False"):
         bounded_static_cache(types.SimpleNamespace(config=cfg), 16)
     cache, replaced = bounded_static_cache(types.SimpleNamespace(config=cfg), 16,
                                            refuse_unbounded=False)
-    assert replaced == 0 and type(cache.layers[1]).__name__ == "LinearAttentionLayer"
+    assert replaced == 0 and type(cache.layers[1]).__name__ == "StaticIndexedLayer"
+
+
+def test_linear_attention_layers_are_kept_and_hybrid_sliding_ones_made_full_length():
+    import transformers
+
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128,
+                                   num_hidden_layers=3, num_attention_heads=4,
+                                   num_key_value_heads=2)
+    cfg.layer_types = ["full_attention", "linear_attention", "hybrid_sliding"]
+    cfg.sliding_window = 4
+    cache, replaced = bounded_static_cache(types.SimpleNamespace(config=cfg), 16)
+    assert replaced == 1
+    assert [type(x).__name__ for x in cache.layers] == [
+        "StaticLayer", "LinearAttentionLayer", "LinearAttentionAndStaticFullAttentionLayer"]
+    cfg.layer_types = ["linear_attention"] * 3          # nothing keeps keys: still has a length
+    only_linear, _ = bounded_static_cache(types.SimpleNamespace(config=cfg), 16)
+    assert only_linear.get_seq_length() == 0
+
+
+def padding_checked(model, tok) -> None:
+    """Run nk.generate's left-padding probe now (once per model), so it is not counted later."""
+    assert left_padding_verdict(model, tok("the cat sat")["input_ids"], tok.pad_token_id) is None
 
 
 # ---- the shared decode function and torch's recompile limit --------------------------------
@@ -135,6 +158,7 @@ def test_four_model_classes_share_the_decode_limit(tok, compiler_reset):
 @pytest.mark.slow
 def test_forced_limit_hit_yields_exact_eager_fallback_events(tok, tiny_model_path, compiler_reset):
     model = nk.load_model(tiny_model_path, device="cpu", dtype="float32")
+    padding_checked(model, tok)                  # its two eager probe steps, before counting
     witness = eager_decode_counter(model)
     buckets = nk.Buckets(list(range(4, 44, 4)))
     prompts = bucket_prompts(tok, buckets)

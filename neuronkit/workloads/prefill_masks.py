@@ -1,0 +1,79 @@
+"""The prefill's attention masks kept tensors, so a batch without padding shares the padded
+batches' compiled prefill graph (see :func:`prefill_masks`)."""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any, Callable
+
+__all__ = ["prefill_masks"]
+
+
+def _all_positions(batch_idx, head_idx, q_idx, kv_idx):
+    """A mask function that masks nothing (see :func:`prefill_masks`)."""
+    return kv_idx >= 0
+
+
+@contextlib.contextmanager
+def prefill_masks(model, on: bool):
+    """While ``on``: the prefill's attention masks are always tensors. transformers drops them
+    when no row is padded (None: SDPA's ``is_causal``, or no padding multiply for the
+    linear-attention layers), its prefill being uncompiled; compiled, a batch without padding
+    would then be one more graph. An and-mask that masks nothing keeps the attention mask, a mask
+    of ones the linear-attention one (their consumers multiply the states by it), values
+    unchanged. The model's ``create_masks_for_generate`` and ``prepare_inputs_for_generation``
+    are wrapped, on the instance, for the call."""
+    if not on:
+        yield
+        return
+    from transformers.masking_utils import create_masks_for_generate
+
+    def masks_kept(original: Callable, **kwargs: Any) -> Any:
+        embeds = kwargs.get("inputs_embeds")
+        if embeds is not None and embeds.shape[1] > 1:  # a prefill: more than one new position
+            kwargs.setdefault("and_mask_function", _all_positions)
+        return original(**kwargs)
+
+    def inputs_kept(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        return _recurrent_masks_kept(original(*args, **kwargs))
+
+    with _wrapped(model, "create_masks_for_generate", masks_kept, create_masks_for_generate), \
+            _wrapped(model, "prepare_inputs_for_generation", inputs_kept):
+        yield
+
+
+@contextlib.contextmanager
+def _wrapped(model, name: str, wrapper: Callable, default: Any = None):
+    """``model.<name>`` replaced, on the instance, by ``wrapper(original, ...)`` while open."""
+    had = name in vars(model)
+    original = getattr(model, name, default)
+    setattr(model, name, functools.partial(wrapper, original))
+    try:
+        yield
+    finally:
+        if had:
+            setattr(model, name, original)
+        else:
+            delattr(model, name)
+
+
+_RECURRENT = ("linear_attention", "conv")   # the keys of linear-attention (padding) masks
+
+
+def _recurrent_masks_kept(inputs: Any) -> Any:
+    """A prefill's model inputs with the linear-attention (recurrent) padding mask a tensor of
+    ones where transformers left none (no row padded). Decode steps are left as they are."""
+    ids, cache = inputs.get("input_ids"), inputs.get("cache", inputs.get("past_key_values"))
+    linear = getattr(cache, "is_linear", None)
+    if ids is None or ids.ndim != 2 or ids.shape[1] == 1 or not linear or not any(linear):
+        return inputs
+    import torch
+
+    mask = inputs.get("attention_mask")
+    ones = torch.ones(ids.shape, dtype=torch.long, device=ids.device)
+    if isinstance(mask, dict):
+        inputs["attention_mask"] = {k: ones if v is None and k in _RECURRENT else v
+                                    for k, v in mask.items()}
+    elif mask is None and all(linear):       # only linear layers: the mask is the 2-D one
+        inputs["attention_mask"] = ones
+    return inputs
