@@ -124,6 +124,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per type")
     parser.add_argument("--out", default="docs/families.md")
+    parser.add_argument("--update", action="store_true",
+                        help="re-check --types only; keep the other rows of --out's .json")
     parser.add_argument("--one", help=argparse.SUPPRESS)   # a child: check one type
     args = parser.parse_args()
     if args.one:
@@ -141,6 +143,11 @@ def main() -> None:
     t0 = time.perf_counter()
     rows = run_all(types, max(1, args.jobs), args.timeout)
     wall = time.perf_counter() - t0
+    run = f"{len(types)} types, {args.jobs} jobs, {args.timeout:g} s timeout, {wall / 60:.1f} min"
+    if args.update:   # the earlier rows of the types not re-checked, and the earlier run's line
+        earlier = json.loads(Path(args.out).with_suffix(".json").read_text())
+        rows += [FamilyOutcome(**r) for r in earlier["rows"] if r["model_type"] not in types]
+        run = f"{earlier['settings']['run']}; re-checked since: {', '.join(types)}"
     versions = {"transformers": transformers.__version__, "torch": torch.__version__}
     date = datetime.date.today().isoformat()
     settings = {
@@ -151,7 +158,7 @@ def main() -> None:
         "max new tokens": str(MAX_NEW_TOKENS),
         "reference": "plain greedy model.generate per prompt (no padding, not compiled)",
         "models": "tiny random-weight models built from each type's config (no Hub)",
-        "run": f"{len(types)} types, {args.jobs} jobs, {args.timeout:g} s timeout, {wall / 60:.1f} min",
+        "run": run,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -81,7 +81,12 @@ def bounded_static_cache(model: Any, max_cache_len: int, *,
     unknown kinds), naming the layer and what to do; with ``refuse_unbounded=False`` (nothing is
     compiled) they are left as they are.
     """
-    cache = _cache_class()(config=model.config, max_cache_len=max_cache_len)
+    try:
+        cache = _cache_class()(config=model.config, max_cache_len=max_cache_len)
+    except KeyError as exc:   # a layer type transformers' StaticCache has no layer for
+        raise UnboundedCacheError(
+            f"{type(model).__name__}: transformers' StaticCache has no layer for its layer type "
+            f"{exc}, so neuronkit cannot give it a static cache; call model.generate") from exc
     replaced = 0
     for i, layer in enumerate(cache.layers):
         name = type(layer).__name__

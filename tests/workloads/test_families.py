@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import neuronkit as nk
-from neuronkit.examples.families import FAMILIES, tiny_family
+from neuronkit.examples.families import SLIDING, tiny_family
 from neuronkit.setup.decode_graphs import RecompileLimitWarning, decode_code, held_graphs
 from neuronkit.workloads.padding_check import left_padding_verdict
 from neuronkit.workloads.static_cache import UnboundedCacheError, bounded_static_cache
@@ -28,8 +28,8 @@ def plain_greedy(model, tok, prompt, max_new_tokens):
         return model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False)[0].tolist()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow   # the sliding-window families; the others: tests/examples/test_family_matrix.py
+@pytest.mark.parametrize("family", SLIDING)
 def test_family_bounded_and_exact(family, tok, compiler_reset):
     model = tiny_family(family, tok, sliding_window=8)   # window 8 < every cache length here
     buckets = nk.Buckets([8, 32])
