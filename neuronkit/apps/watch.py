@@ -16,7 +16,9 @@ the terminal as a rich ``Text`` (no markup read in it) without control character
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -238,15 +240,23 @@ def final_report(follower: Follower) -> str:
 
 
 def _live(frames: _Frames, console: Console, interval: float) -> bool:
-    """Draw frames until every log is closed (False) or Ctrl-C (True)."""
+    """Draw frames until every log is closed (False) or Ctrl-C (True). In the main thread, Ctrl-C
+    sets a flag the loop reads between frames, so it never lands inside rich's drawing (where a
+    KeyboardInterrupt could leave its console locked); elsewhere it is caught as raised."""
+    stop = threading.Event()
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set()) if in_main else None
     try:
         with Live(frames.next(), console=console, auto_refresh=False) as live:
-            while not frames.follower.finished:
-                time.sleep(interval)
+            while not frames.follower.finished and not stop.wait(interval):
                 live.update(frames.next(), refresh=True)
     except KeyboardInterrupt:
         return True
-    return False
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous if previous is not None
+                          else signal.default_int_handler)
+    return stop.is_set()
 
 
 def watch(path: str | Path, *, console: Console | None = None, interval: float = 1.0,
