@@ -40,7 +40,7 @@ from neuronkit.workloads.generate_settings import (
     token_ids,
 )
 from neuronkit.workloads.graph_watch import GraphWatch, allowed_graphs
-from neuronkit.workloads.padding_check import check_left_padding, sliding_window
+from neuronkit.workloads.padding_check import check_left_padding
 from neuronkit.workloads.prefill_masks import prefill_masks
 from neuronkit.workloads.progress import BatchProgress, BatchTiming, eta_s, new_shapes
 from neuronkit.workloads.recompile_limit import LimitFit, call_limit, record_eager_batch, warn_if_no_room
@@ -366,10 +366,8 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                            prefill=prefill)
     settings = call_settings(model, tokenizer, pad_id, max_new_tokens, compile, backend,
                               generate_kwargs)   # refuses a model without a KV cache
-    window = sliding_window(model)
     check_left_padding(model, list(plan.token_ids[0]), pad_id, padded=_pads(plan),
-                       beyond_window=window is not None and any(
-                           b.bucket + max_new_tokens > window for b in plan.batches))
+                       longest=max(b.bucket for b in plan.batches) + max_new_tokens)
     if compile and not fit_recompile_limit:
         warn_if_no_room(model, plan.planned_graphs)
     rec = recorder if recorder is not None else CompileRecorder(

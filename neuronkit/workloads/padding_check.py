@@ -22,6 +22,7 @@ import inspect
 import weakref
 from typing import Any
 
+from neuronkit.workloads.generate_settings import cache_keyword
 from neuronkit.workloads.static_cache import bounded_static_cache
 
 __all__ = ["LeftPaddingError", "check_left_padding", "left_padding_verdict", "sliding_window"]
@@ -54,8 +55,6 @@ def _steps(model: Any, ids: list[int], pads: int, pad_id: int, static: bool) -> 
     """The logits of two greedy steps after ``ids`` behind ``pads`` pad tokens, with the model's
     own cache or (``static``) ``nk.generate``'s."""
     import torch
-
-    from neuronkit.workloads.generate_settings import cache_keyword
 
     input_ids = torch.tensor([[pad_id] * pads + ids], dtype=torch.long, device=model.device)
     mask = torch.tensor([[0] * pads + [1] * len(ids)], dtype=torch.long, device=model.device)
@@ -120,11 +119,12 @@ def _read_off(model: Any) -> str | None:
 
 
 def left_padding_verdict(model: Any, ids: list[int], pad_id: int, *, padded: bool = True,
-                         beyond_window: bool = False) -> str | None:
+                         longest: int = 0) -> str | None:
     """Why ``nk.generate`` would change ``model``'s output, None when it would not; kept per
-    model. ``padded``: the call pads rows; ``beyond_window``: its sequences outgrow the model's
-    sliding window."""
-    beyond_window = beyond_window and sliding_window(model) is not None
+    model. ``padded``: the call pads rows; ``longest``: the most positions a sequence of the call
+    holds (its largest bucket plus the new tokens), checked against the sliding window."""
+    window = sliding_window(model)
+    beyond_window = window is not None and longest > window
     case = (padded, beyond_window)
     if not any(case):
         return None
@@ -136,9 +136,9 @@ def left_padding_verdict(model: Any, ids: list[int], pad_id: int, *, padded: boo
 
 
 def check_left_padding(model: Any, ids: list[int], pad_id: int, *, padded: bool = True,
-                       beyond_window: bool = False) -> None:
+                       longest: int = 0) -> None:
     """Raise :class:`LeftPaddingError` when ``nk.generate`` would change ``model``'s output."""
-    why = left_padding_verdict(model, ids, pad_id, padded=padded, beyond_window=beyond_window)
+    why = left_padding_verdict(model, ids, pad_id, padded=padded, longest=longest)
     if why is None:
         return
     fix = ("keep each prompt plus max_new_tokens within the window, or call model.generate"

@@ -31,7 +31,7 @@ from neuronkit.workloads.generate_plan import (
 )
 from neuronkit.workloads.generate_settings import max_positions
 from neuronkit.workloads.generation import generate
-from neuronkit.workloads.padding_check import check_left_padding, sliding_window
+from neuronkit.workloads.padding_check import check_left_padding
 from neuronkit.workloads.recompile_limit import fitted_limit
 from neuronkit.workloads.shapes import Buckets
 
@@ -256,9 +256,8 @@ def warmup(model: Any, tokenizer: Any, buckets: Buckets | list[int],
     prompts = {b: _filler_prompt(tokenizer, b, bounds[i]) for i, b in enumerate(plan.boundaries)}
     steps = _planned_steps(plan, sizes, max_new_tokens, max_pos)
     first = tokenizer(prompts[plan.boundaries[0]], add_special_tokens=True)["input_ids"]
-    window = sliding_window(model)                                 # serving pads: refuse now
-    check_left_padding(model, list(first), pad_token_id(tokenizer), beyond_window=any(
-        window is not None and step.bucket + max_new_tokens > window for step in steps))
+    check_left_padding(model, list(first), pad_token_id(tokenizer),   # serving pads: refuse now
+                       longest=plan.max + max_new_tokens)
     rec = recorder if recorder is not None else CompileRecorder(
         device=str(model.device), context="warmup")
     done: list[tuple[dict[str, Any], list[CompileEvent]]] = []

@@ -31,7 +31,7 @@ import pytest
 from helpers.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    KERNEL_PID_FILE,
+    KERNEL_PID_CELL,
     SERVER_PACKAGES,
     isolated_env,
     jupyterlab,
@@ -60,8 +60,7 @@ def dashboard_notebook(folder: Path, model_path: Path) -> Path:
     """A notebook that registers a compile backend taking SLOW_COMPILE_S per graph and shows a
     live dashboard on CPU with it."""
     return write_notebook(folder / "dashboard.ipynb", [
-        "import os\nfrom pathlib import Path\n"
-        f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))",
+        KERNEL_PID_CELL,
         "import time\nimport torch\n\n\n"
         f"@torch._dynamo.register_backend(name={SLOW_BACKEND!r})\n"
         "def slow_eager(gm, example_inputs):\n"
@@ -94,8 +93,7 @@ def uploaded_log(folder: Path) -> Path:
 def follow_notebook(folder: Path, logs: Path) -> Path:
     """A notebook that follows the run folder ``logs``."""
     return write_notebook(folder / "follow.ipynb", [
-        "import os\nfrom pathlib import Path\n"
-        f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))",
+        KERNEL_PID_CELL,
         "from neuronkit.widget import RecompileDashboard\n"
         f"RecompileDashboard.follow({str(logs)!r})",
     ])

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import neuronkit as nk
+from helpers.training import TinyRegression
 from neuronkit.apps import record_process
 from neuronkit.apps.autorecord import PTH_LINE
 from neuronkit.log.rank_logs import merge_logs
@@ -153,14 +154,6 @@ def test_install_and_remove_hook_write_the_pth_line(tmp_path, monkeypatch):
 def test_a_trainer_gets_the_callback_and_generate_calls_are_labelled(tmp_path, compiler_reset):
     from transformers import Trainer, TrainingArguments
 
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.linear = torch.nn.Linear(4, 1)
-
-        def forward(self, inputs, labels=None):
-            return {"loss": ((self.linear(inputs).squeeze(-1) - labels) ** 2).mean()}
-
     class MyTrainer(Trainer):
         pass
 
@@ -175,7 +168,7 @@ def test_a_trainer_gets_the_callback_and_generate_calls_are_labelled(tmp_path, c
                                  torch_compile=True, torch_compile_backend="eager", use_cpu=True,
                                  report_to=[], save_strategy="no", disable_tqdm=True)
         data = [{"inputs": torch.ones(4), "labels": torch.tensor(1.0)}] * 4
-        trainer = MyTrainer(model=Tiny(), args=args, train_dataset=data)
+        trainer = MyTrainer(model=TinyRegression(4), args=args, train_dataset=data)
         assert sum(isinstance(c, nk.CompileEventsCallback)
                    for c in trainer.callback_handler.callbacks) == 1
         trainer.train()

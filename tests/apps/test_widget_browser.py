@@ -16,7 +16,7 @@ from helpers import browser as _browser
 from helpers.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    KERNEL_PID_FILE,
+    KERNEL_PID_CELL,
     REQUIRE_ENV,
     SERVER_PACKAGES,
     dismiss_dialogs,
@@ -111,8 +111,7 @@ def hostile_log_file(folder: Path) -> Path:
 
 def hostile_notebook(folder: Path, log_file: Path) -> Path:
     return write_notebook(folder / "hostile.ipynb", [
-        "import os\nfrom pathlib import Path\n"
-        f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))",
+        KERNEL_PID_CELL,
         "from neuronkit.widget import RecompileDashboard\n"
         f"RecompileDashboard.from_log({str(log_file)!r})",
         "from neuronkit.events.event import CompileEvent\n"

@@ -32,6 +32,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 REQUIRE_ENV = "NEURONKIT_REQUIRE_BROWSER"
 KERNEL_PID_FILE = "kernel.pid"     # a test notebook writes os.getpid() here (see stop_kernel)
+KERNEL_PID_CELL = ("import os\nfrom pathlib import Path\n"   # a test notebook's first cell
+                   f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))")
 SERVER_PACKAGES = {"voila": "voila", "jupyterlab": "jupyterlab"}   # front end -> python package
 # JupyterLab user settings: every cell attached to the page (a tall output stays laid out when
 # scrolled away), the notebook's kernel started without a "Select Kernel" dialog, and no news or

@@ -12,6 +12,7 @@ from transformers import DataCollatorForLanguageModeling, Trainer
 
 import neuronkit as nk
 from helpers.texts import TEXTS, ragged
+from helpers.training import TinyRegression
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.workloads.collate import FixedLengthCollator
 from neuronkit.workloads.dataset_shapes import check_static_shapes
@@ -535,18 +536,10 @@ def test_the_step_label_ends_with_training(tmp_path, compiler_reset):
     evaluation loop of the user's) are not filed under the last training step."""
     from transformers import Trainer, TrainingArguments
 
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.linear = torch.nn.Linear(4, 1)
-
-        def forward(self, inputs, labels=None):
-            return {"loss": ((self.linear(inputs).squeeze(-1) - labels) ** 2).mean()}
-
     args = TrainingArguments(str(tmp_path), max_steps=2, per_device_train_batch_size=2,
                              use_cpu=True, report_to=[], save_strategy="no", disable_tqdm=True)
     data = [{"inputs": torch.ones(4), "labels": torch.tensor(1.0)}] * 4
     with nk.CompileRecorder(context="notebook cell 3") as rec:
-        Trainer(model=Tiny(), args=args, train_dataset=data,
+        Trainer(model=TinyRegression(4), args=args, train_dataset=data,
                 callbacks=[nk.CompileEventsCallback(rec, quiet=True)]).train()
         assert rec.current_context == "notebook cell 3"

@@ -7,19 +7,8 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 import neuronkit as nk
+from helpers.training import TinyRegression
 from neuron_fake import installed_fake
-
-
-class TinyRegression(torch.nn.Module):
-    """The smallest model a Trainer trains: a loss from a linear layer."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(8, 1)
-
-    def forward(self, inputs, labels=None):
-        out = self.linear(inputs).squeeze(-1)
-        return {"loss": ((out - labels) ** 2).mean(), "logits": out}
 
 
 def dataset(n: int) -> list[dict[str, torch.Tensor]]:
