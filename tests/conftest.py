@@ -103,6 +103,14 @@ def compiler_reset():
     torch.compiler.reset()
 
 
+@pytest.fixture
+def recompile_limit_4():
+    """torch's recompile limit at 4 instead of 8 for the test: a plan over the limit is half as
+    many compiles (restored afterwards)."""
+    with torch._dynamo.config.patch(recompile_limit=4):
+        yield 4
+
+
 # --------------------------------------------------------------------------- fake compile cache
 
 _entry_ids = itertools.count(1)

@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     tokenizer = build_tokenizer()
     # PreTrainedModel.to is @functools.wraps(Module.to): mypy takes the dtype for `self`
-    model = Qwen3ForCausalLM(build_config(tokenizer)).to(torch.float32)  # type: ignore[arg-type]
+    model = Qwen3ForCausalLM(build_config(tokenizer)).to(torch.float32)
     print(f"{model.num_parameters():,} parameters, {args.steps} steps of {BATCH} x {WINDOW} "
           "tokens")
     began = time.perf_counter()

@@ -47,4 +47,4 @@ def pipeline(task: str, model: Any = None, **kw):
     if device_map == "auto":
         warnings.warn(f"device_map='auto' does not see Neuron devices; using the explicit "
                       f"device={device!r} instead", UserWarning, stacklevel=2)
-    return transformers.pipeline(task, model=model, device=device, **kw)  # type: ignore[call-overload]
+    return transformers.pipeline(task, model=model, device=device, **kw)

@@ -154,7 +154,7 @@ def compile_kwargs(model: Any, compile: bool, backend: Any, kwargs: dict) -> tup
     elif isinstance(backend, str):
         backend = cpu_backend(backend)  # validates the name
     cc = CompileConfig(backend=backend, mode="default", dynamic=False)
-    cc._compile_all_devices = True  # type: ignore[assignment]  # else only cuda/xpu/neuron/tpu
+    cc._compile_all_devices = True  # else only cuda/xpu/neuron/tpu
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", "custom")
     return {"compile_config": cc}, name
 

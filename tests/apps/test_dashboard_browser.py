@@ -49,6 +49,7 @@ FRONT_ENDS = tuple(SERVER_PACKAGES)            # voila, jupyterlab
 WAIT_MS = 90_000          # one bounded wait: a page run, a model load, a compile on a busy CPU
 SLOW_BACKEND = "nk_slow_eager"
 SLOW_COMPILE_S = 3.0      # long enough to watch the clock tick, short enough for CI
+COMPILE_S_FILE = "compile-seconds.txt"   # the backend's sleep, read at each compile
 SWEEP_PROMPTS = 6
 VIEWPORT = {"width": 1280, "height": 2400}     # the whole dashboard, in either front end
 UPLOADED_FUNCTION = "uploaded_forward"
@@ -57,14 +58,16 @@ FOLLOW_VIEWPORT = {"width": 1280, "height": 1400}  # a followed run shows no mod
 
 
 def dashboard_notebook(folder: Path, model_path: Path) -> Path:
-    """A notebook that registers a compile backend taking SLOW_COMPILE_S per graph and shows a
-    live dashboard on CPU with it."""
+    """A notebook that registers a compile backend sleeping the seconds written in COMPILE_S_FILE
+    (SLOW_COMPILE_S to start with) per graph and shows a live dashboard on CPU with it."""
+    seconds = folder / COMPILE_S_FILE
+    seconds.write_text(str(SLOW_COMPILE_S))
     return write_notebook(folder / "dashboard.ipynb", [
         KERNEL_PID_CELL,
-        "import time\nimport torch\n\n\n"
+        "import time\nfrom pathlib import Path\n\nimport torch\n\n\n"
         f"@torch._dynamo.register_backend(name={SLOW_BACKEND!r})\n"
         "def slow_eager(gm, example_inputs):\n"
-        f"    time.sleep({SLOW_COMPILE_S})\n"
+        f"    time.sleep(float(Path({str(seconds)!r}).read_text()))\n"
         "    return gm.forward",
         "from neuronkit.widget import RecompileDashboard\n"
         f"dash = RecompileDashboard({str(model_path)!r}, device='cpu', dtype='float32',\n"
@@ -135,6 +138,10 @@ class DashboardPage:
     page_errors: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)   # JupyterLab dialogs accepted on the way
     timings: dict[str, float] = field(default_factory=dict)
+
+    def compile_takes(self, seconds: float) -> None:
+        """Set the slow backend's sleep per graph from now on."""
+        (self.folder / COMPILE_S_FILE).write_text(str(seconds))
 
     def rows(self) -> Any:
         return self.dash.locator(".nk-events-table tbody tr")
@@ -231,6 +238,7 @@ def test_generate_shows_the_compile_in_progress_before_its_event(dashboard_page)
     ui = dashboard_page
     dash = ui.dash
     with ui.scenario("compiling"):
+        ui.compile_takes(SLOW_COMPILE_S)
         assert ui.rows().count() == 0                          # a fresh session: no compile yet
         chart = dash.locator("img.nk-chart")
         before = chart.get_attribute("src")
@@ -245,6 +253,7 @@ def test_generate_shows_the_compile_in_progress_before_its_event(dashboard_page)
         assert re.fullmatch(r"\d+:\d\d", first), first
         expect(clock).not_to_have_text(first, timeout=int(SLOW_COMPILE_S * 1000) + 5_000)
         ui.screenshot("compiling-now")
+        ui.compile_takes(0.0)                                  # the run's other graph: no wait
 
         expect(dash.locator(".nk-status")).to_contain_text("Generated:", timeout=WAIT_MS)
         expect(row).to_have_count(0)
@@ -273,6 +282,7 @@ def test_stop_ends_a_sweep_and_keeps_its_events(dashboard_page):
     ui = dashboard_page
     dash = ui.dash
     with ui.scenario("stop"):
+        ui.compile_takes(0.0)     # tracing alone keeps a batch seconds long: time to press Stop
         before = ui.rows().count()
         stop = dash.locator(".nk-stop")
         expect(stop).to_be_disabled()                          # nothing to stop yet

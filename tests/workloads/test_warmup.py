@@ -11,7 +11,7 @@ from neuronkit.apps.cli import main
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.workloads.warm_up import WarmupManifest, WarmupStep, _filler_prompt, new_token_band, warmup
 
-BUCKETS = [8, 16, 24]   # x batch sizes [1, 2] x (prefill + decode): 12 graphs, over torch's limit of 8
+BUCKETS = [8, 16]   # x batch sizes [1, 2] x (prefill + decode): 8 graphs, over a limit of 4
 
 
 def test_the_facade_gives_the_function_and_the_manifest():
@@ -62,26 +62,26 @@ def test_a_manifest_round_trips_through_json(tmp_path):
 
 
 @pytest.mark.slow
-def test_after_warmup_a_plan_of_six_steps_serves_with_zero_compiles(model, tok, compiler_reset):
+def test_after_warmup_a_plan_of_four_steps_serves_with_zero_compiles(model, tok, compiler_reset,
+                                                                     recompile_limit_4):
     steps: list[WarmupStep] = []
     manifest = nk.warmup(model, tok, BUCKETS, batch_sizes=[2, 1], max_new_tokens=3,
                          backend="eager", on_step=steps.append)
     assert [(g["batch_size"], g["bucket"]) for g in manifest.graphs] == [
         (bs, b) for bs in (1, 2) for b in BUCKETS]
-    assert [s.done for s in steps] == list(range(1, 7)) and steps[-1].total == 6
+    assert [s.done for s in steps] == list(range(1, 5)) and steps[-1].total == 4
     assert all((g["graphs"], g["prefill_graphs"], g["decode_graphs"]) == (2, 1, 1)
                and g["compile_s"] > 0 for g in manifest.graphs)
     assert all(g["cache_len"] == g["bucket"] + 32 for g in manifest.graphs)
     assert all(g["neff_compile_s"] is None and g["cache_keys"] is None for g in manifest.graphs)
     assert isinstance(manifest.log, CompileLog)
     kinds = [e.kind for e in manifest.log.events]
-    assert "limit_hit" not in kinds and kinds.count("first") + kinds.count("recompile") == 12
-    assert torch._dynamo.config.recompile_limit == 8            # restored after the warm-up
+    assert "limit_hit" not in kinds and kinds.count("first") + kinds.count("recompile") == 8
+    assert torch._dynamo.config.recompile_limit == 4            # restored after the warm-up
     json.loads(manifest.to_json())
 
     prompts = ["hi", "a bit longer", "one two three", "the cat sat on the mat",
-               "hello there, how are you today?",
-               "the cat sat on the mat and on the hat, then it ran off", "x"]
+               "hello there, how are you today?", "x"]
     lengths = [len(tok(p)["input_ids"]) for p in prompts]
     assert max(lengths) <= max(BUCKETS)
     assert len({nk.Buckets(BUCKETS).fit(n) for n in lengths}) == len(BUCKETS)   # every bucket
