@@ -45,7 +45,6 @@ import time
 import warnings
 
 import torch
-from transformers import CompileConfig
 
 import neuronkit as nk
 from neuronkit.examples.families import FAMILIES, tiny_family
@@ -125,8 +124,7 @@ def run_default(path, tok, work) -> dict:
 def run_static(path, tok, work, backend: str) -> dict:
     model = fresh_model(path)
     tok.padding_side = "left"
-    cc = CompileConfig(backend=backend, mode="default", dynamic=False)
-    cc._compile_all_devices = True
+    cc = nk.compile_config(backend)  # compiles on the CPU too, as on Neuron: dynamic=False
     real = pos = new = 0
     t0 = time.perf_counter()
     with nk.CompileRecorder() as rec, forecast_kernels(within=model) as forecast:
@@ -171,8 +169,7 @@ def run_neuronkit(path, tok, work, backend: str, buckets: nk.Buckets, batch_size
 def family_rows(tok, work, args, buckets: nk.Buckets) -> list[dict]:
     """Seed recipe vs nk.generate per family, torch's default recompile limit, fresh state."""
     rows = []
-    cc = CompileConfig(backend=args.backend, mode="default", dynamic=False)
-    cc._compile_all_devices = True
+    cc = nk.compile_config(args.backend)
     tok.padding_side = "left"
     for family in FAMILIES:
         for recipe in ("seed recipe", "nk.generate"):

@@ -5,7 +5,7 @@
     model = nk.load_model(nk.tiny_model())
 
 Names are imported on first use, so ``import neuronkit`` stays fast. They come from the layers, in
-the order data flows: setup, workloads, sources, recorder, log, advice, apps (README: Layout).
+the order data flows: setup, workloads, sources, recorder, log, advice, apps (docs/layout.md).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "BatchProgress": "workloads.progress", "UnboundedCacheError": "workloads.static_cache",
     "LeftPaddingError": "workloads.padding_check",
     "warmup": "workloads.warm_up", "WarmupManifest": "workloads.warm_up",
+    "compile_config": "workloads.generate_settings",
     "fixed_shape_args": "workloads.trainer_args", "CompileEventsCallback": "workloads.training",
     "StaticShapeWarning": "workloads.trainer_args", "RecompileWarning": "workloads.training",
     "check_static_shapes": "workloads.dataset_shapes",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .workloads.collate import FixedLengthCollator
     from .workloads.dataset_shapes import check_static_shapes
     from .workloads.distributed import launch
+    from .workloads.generate_settings import compile_config
     from .workloads.generation import GenerationResult, generate
     from .workloads.padding_check import LeftPaddingError
     from .workloads.progress import BatchProgress

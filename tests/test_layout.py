@@ -1,6 +1,6 @@
 """The package's layout tells its story: folders by layer, imports one way (import-linter's layers
 contract, counting imports in functions and under TYPE_CHECKING), few flat modules, no module or
-function too long to read, and README's Layout naming every folder and module as they are."""
+function too long to read, and docs/layout.md naming every folder and module as they are."""
 from __future__ import annotations
 
 import ast
@@ -64,9 +64,9 @@ def test_layers_contract_is_kept_and_counts_every_import():
 
 
 def layout_bullets() -> dict[str, str]:
-    """README's Layout: each bullet's first word (``setup/``, ``apps/dashboard/``, ``top level``)
-    -> the bullet's text."""
-    text = (ROOT / "README.md").read_text()
+    """docs/layout.md (linked from README): each bullet's first word (``setup/``,
+    ``apps/dashboard/``, ``top level``) -> the bullet's text."""
+    text = (ROOT / "docs" / "layout.md").read_text()
     block = text.split("<!-- layout -->", 1)[1].split("<!-- /layout -->", 1)[0]
     bullets = {}
     for item in re.split(r"\n- ", "\n" + block.strip()):
@@ -76,7 +76,7 @@ def layout_bullets() -> dict[str, str]:
     return bullets
 
 
-def test_readme_layout_names_every_folder_and_module_as_they_are():
+def test_docs_layout_names_every_folder_and_module_as_they_are():
     bullets = layout_bullets()
     folders = {f"{f.relative_to(PACKAGE).as_posix()}/": f for f in PACKAGE.rglob("__init__.py")
                for f in [f.parent] if f != PACKAGE}
@@ -85,4 +85,4 @@ def test_readme_layout_names_every_folder_and_module_as_they_are():
         where = PACKAGE if head == "top level" else folders[head]
         named = set(re.findall(r"`([\w]+\.py)`", body))
         present = {p.name for p in where.glob("*.py")} - ({"__init__.py"} if where != PACKAGE else set())
-        assert named == present, f"README Layout {head}: missing {present - named}, stale {named - present}"
+        assert named == present, f"docs/layout.md {head}: missing {present - named}, stale {named - present}"

@@ -107,3 +107,15 @@ def test_no_public_name_is_shadowed_by_its_module():
             "assert not bad, f'module shadows the public name: {bad}'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_compile_config_and_max_neff_builds_are_public():
+    """``nk.compile_config(backend=None, *, dynamic=False)`` and ``max_neff_builds`` of budgets."""
+    import inspect
+
+    params = inspect.signature(nk.compile_config).parameters
+    assert "compile_config" in nk.__all__ and list(params) == ["backend", "dynamic"]
+    assert params["backend"].default is None and params["dynamic"].default is False
+    assert params["dynamic"].kind is inspect.Parameter.KEYWORD_ONLY
+    budget = inspect.signature(nk.compile_budget).parameters["max_neff_builds"]
+    assert budget.default is None and budget.kind is inspect.Parameter.KEYWORD_ONLY

@@ -1,6 +1,6 @@
-"""README's "source page, line by line": every code line of the Trainium page has a notebook cell
-that runs it. Each row's *runs as* code must be in a code cell of the notebook it names, and the
-rows must cover every code line of the page's examples."""
+"""docs/seed-map.md, "the source page, line by line" (linked from README): every code line of the
+Trainium page has a notebook cell that runs it. Each row's *runs as* code must be in a code cell
+of the notebook it names, and the rows must cover every code line of the page's examples."""
 from __future__ import annotations
 
 import re
@@ -10,7 +10,7 @@ import pytest
 
 from helpers.paths import ROOT
 
-README = (ROOT / "README.md").read_text()
+SEED_MAP = (ROOT / "docs" / "seed-map.md").read_text()
 # the page's code, line by line (its Python blocks and its shell command)
 PAGE_LINES = [
     "import torch",
@@ -35,7 +35,7 @@ PAGE_LINES = [
 
 def rows() -> list[tuple[str, str, str]]:
     """(the page's code, notebook number, runs as) for each row of the table."""
-    table = README.split("<!-- seed-map -->", 1)[1].split("<!-- /seed-map -->", 1)[0]
+    table = SEED_MAP.split("<!-- seed-map -->", 1)[1].split("<!-- /seed-map -->", 1)[0]
     out = []
     for line in table.strip().splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
@@ -56,7 +56,7 @@ def test_every_code_line_of_the_page_has_a_row():
     missing = [line for line in PAGE_LINES
                if not any(flat(line) in span or span in flat(line) and len(span) > 20
                           for span in covered) and flat(line) not in covered]
-    assert not missing, f"page lines without a notebook cell in README's seed map: {missing}"
+    assert not missing, f"page lines without a notebook cell in docs/seed-map.md: {missing}"
 
 
 @pytest.mark.parametrize("page, notebook, runs_as", rows(), ids=lambda v: v[:40])

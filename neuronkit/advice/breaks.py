@@ -15,7 +15,7 @@ from neuronkit.advice.shapes import per_rank
 from neuronkit.advice.wording import count
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import of_kind
-from neuronkit.sources.torch_text import break_cause, limit_failure, short_reason
+from neuronkit.sources.torch_text import break_cause, guard_text, limit_failure
 
 __all__ = ["BREAK_FIXES", "failure_findings", "graph_break_findings", "is_graph_break", "on_ranks",
            "why"]
@@ -66,7 +66,7 @@ def failure_findings(function: str, events: list[CompileEvent], ranks: list[int]
     n, on, counts = on_ranks(failed, ranks)
     return [Advice(
         f"{function}: {count(n, 'compile')} failed{on}",
-        f"First failure (event #{failed[0].seq}): {short_reason(why(failed[0]), 160)}.",
+        f"First failure (event #{failed[0].seq}): {guard_text(why(failed[0]))}.",
         "read the failure above; run once without torch.compile to check the model, then "
         "retry with the compile backend's own logs (TORCH_LOGS=+dynamo)", "critical",
         {"function": function, "failed": n, "per_rank": counts, "events": [e.seq for e in failed]})]
@@ -112,7 +112,7 @@ def graph_break_findings(events: list[CompileEvent], labels: dict[tuple[str, str
     found = {id(e): _break_cause(e) for e in breaks}  # once per break: it reads the stack text
     for e in breaks:
         label = labels[e.function, e.location]
-        names = where.setdefault(short_reason(why(e), 80), [])
+        names = where.setdefault(guard_text(why(e)), [])
         if label not in names:
             names.append(label)
         cause, words, at, _ = found[id(e)]

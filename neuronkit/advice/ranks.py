@@ -31,7 +31,7 @@ def rank_findings(events: list[CompileEvent], labels: dict[tuple[str, str], str]
     only = {r: sorted(s - common) for r, s in sorted(seen.items()) if s - common}
     waited = _waits(graphs, labels, common)
     detail = "; ".join(f"rank {r} alone compiled {len(x)}: " + ", ".join(f"{f} {sh}" for f, sh in x[:2])
-                       + (", …" if len(x) > 2 else "")
+                       + (f" and {len(x) - 2} more" if len(x) > 2 else "")
                        + (f" (about {waited[r]:.1f} s the others waited for it at the next "
                           "collective)" if waited.get(r) else "") for r, x in only.items())
     return [Advice(

@@ -20,7 +20,7 @@ from neuronkit.advice.shapes import (
 from neuronkit.advice.wording import count, dims, listed, span
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import of_kind
-from neuronkit.sources.torch_text import first_guard, short_reason
+from neuronkit.sources.torch_text import first_guard, guard_text
 
 __all__ = ["shape_findings"]
 
@@ -159,7 +159,7 @@ def _python_scalars(function: str, events: list[CompileEvent], graphs: int) -> l
 
 def _same_shapes(function: str, events: list[CompileEvent], graphs: int) -> Advice:
     reasons = [r for e in of_kind(events, "recompile") for r in e.reasons]
-    first = short_reason(reasons[0], 120) if reasons else "no reason recorded"
+    first = guard_text(reasons[0]) if reasons else "no reason recorded"
     guard = first_guard(reasons[0]) if reasons else ""
     nums = {"function": function, "graphs": graphs, "first_reason": first, "guard": guard}
     first += f" (torch's guard: `{guard}`)" if guard and guard != first else ""

@@ -1,6 +1,9 @@
 """The compile-time finding: how long compiling took, and its share of the run's wall time.
 
-``diagnose()`` puts it last whatever its severity: it depends on the machine's speed."""
+A high share is a warning only when some compiles could have been avoided (a function compiled
+again, a limit hit, an eager fallback); first compiles alone are info: each graph is built once,
+and a warm-up or the NEFF cache takes them off the serving path. ``diagnose()`` puts it last whatever
+its severity: it depends on the machine's speed."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -9,12 +12,28 @@ from typing import Any
 
 from neuronkit.advice.finding import Advice
 from neuronkit.advice.wording import count
-from neuronkit.events.event import CompileEvent
+from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import neff_seconds
 
-__all__ = ["SHARE_WARNING", "compile_share"]
+__all__ = ["SHARE_WARNING", "avoidable", "compile_share"]
 
-SHARE_WARNING = 0.20  # compile time above this share of the run is a warning
+SHARE_WARNING = 0.20  # compile time above this share of the run is a warning, if avoidable
+
+
+def avoidable(events: list[CompileEvent]) -> int:
+    """How many events a fix takes away: limit hits, eager fallbacks, and recompiles of a
+    function (on its rank) after its first graph. A ``recompile`` event can be a first graph:
+    the decode step (``...forward[decode]``) is torch's second graph of ``forward``, but the
+    first of its own function."""
+    seen: set[tuple[object, str, str]] = set()
+    found = 0
+    for e in events:
+        key = (e.rank, e.function, e.location)
+        if e.kind in ("limit_hit", "eager_fallback") or (e.kind == "recompile" and key in seen):
+            found += 1
+        if e.kind in GRAPH_KINDS:
+            seen.add(key)
+    return found
 
 
 def compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
@@ -26,7 +45,8 @@ def compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
     for e in events if any(map(attrgetter("neff_compile_s"), events)) else ():
         seconds[e.rank] += e.total_s - e.duration_s  # the NEFF build on Neuron
     total = max(seconds.values(), default=0.0)  # ranks compile side by side
-    nums: dict[str, Any] = {"compile_s": round(total, 3), "events": len(events)}
+    again = avoidable(events)
+    nums: dict[str, Any] = {"compile_s": round(total, 3), "events": len(events), "avoidable": again}
     neff = neff_seconds(events)
     if neff:
         nums["neff_s"] = round(neff, 3)
@@ -36,9 +56,17 @@ def compile_share(events: list[CompileEvent], wall: float | None) -> Advice:
                       "The run's wall time is unknown, so its share cannot be given.", "", "info", nums)
     share = total / wall
     nums.update(wall_s=round(wall, 3), share=round(share, 4))
-    high = share > SHARE_WARNING
-    return Advice(f"compile time is {share:.0%} of the run ({total:.1f} s of {wall:.1f} s)",
-                  f"More than {SHARE_WARNING:.0%} of the wall time went into compiling." if high else "",
-                  "compile fewer graphs (see the findings above) and keep the Neuron compile cache "
-                  "between runs so repeated graphs load instead of compiling" if high else "",
-                  "warning" if high else "info", nums)
+    title = f"compile time is {share:.0%} of the run ({total:.1f} s of {wall:.1f} s)"
+    if share <= SHARE_WARNING:
+        return Advice(title, "", "", "info", nums)
+    if not again:
+        return Advice(title + ": first compiles", f"More than {SHARE_WARNING:.0%} of the wall "
+                      "time went into compiling, but every compile was a function's first graph "
+                      "(each graph once, no recompile): a warm-up before serving (nk.warmup) or "
+                      "the NEFF cache of an earlier run takes them off the serving path.", "",
+                      "info", nums)
+    return Advice(title, f"More than {SHARE_WARNING:.0%} of the wall time went into compiling, "
+                  f"with {count(again, 'avoidable event')} (recompiles, limit hits, eager "
+                  "fallbacks).", "compile fewer graphs (see the findings above) and keep the "
+                  "Neuron compile cache between runs so repeated graphs load instead of "
+                  "compiling", "warning", nums)

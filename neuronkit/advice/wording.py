@@ -20,9 +20,9 @@ def span(values: list[int]) -> str:
 
 
 def listed(values: list[Any], most: int = 12) -> str:
-    """The first ``most`` values, then how many more."""
+    """The first ``most`` values, then how many more: ``1, 2, 3 and 9 more``."""
     shown = ", ".join(str(v) for v in values[:most])
-    return shown + (f", … ({len(values) - most} more)" if len(values) > most else "")
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
 def dims(group: list[Series]) -> str:

@@ -2,7 +2,7 @@
 
     with nk.compile_budget(max_graphs=2, max_recompiles=0) as budget:
         model(x)                      # any torch.compile work
-    budget.graphs, budget.recompiles, budget.compile_s
+    budget.graphs, budget.recompiles, budget.compile_s, budget.neff_builds
 
 At exit the events recorded inside the block are counted:
 
@@ -10,7 +10,12 @@ At exit the events recorded inside the block are counted:
 - recompiles: events of kind ``recompile``;
 - compile seconds: the sum of ``total_s`` (Dynamo's time plus, on Neuron, the NEFF build);
 - graph breaks and failed compiles: reported, budgeted only with ``max_graph_breaks`` /
-  ``max_failures``.
+  ``max_failures``;
+- NEFF builds (``max_neff_builds``): on native Neuron, events whose NEFF neuronx-cc really built
+  (``neff_cache == "compiled"``), not loaded from the NEFF cache (``disk_hit``, ``memory_hit``).
+  A new serving process traces every graph again (``max_graphs=0`` fails) while every NEFF may
+  load from the cache. The exit takes the recorder's safe point first; an event whose NEFF state
+  is still unknown then counts as a build, and the report says so. Off Neuron: 0 (no NEFFs).
 
 A ``limit_hit`` (torch reached its recompile limit and refused a graph, running eagerly instead)
 counts as one graph and one recompile: the code asked for one more, so a budget that a clean run
@@ -39,6 +44,8 @@ from neuronkit.events.facts import shape_key
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.file_lock import LogPathInUseError
 from neuronkit.setup.decode_graphs import codes_at_limit, compile_again
+from neuronkit.setup.device import loaded_neuronx
+from neuronkit.workloads.neff_builds import neff_built, neff_counts, neff_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronkit.recorder.recorder import CompileRecorder
@@ -47,17 +54,20 @@ __all__ = ["LIMITS", "CompileBudget", "CompileBudgetExceeded", "compile_budget"]
 
 # the limits a budget takes, and what each one counts
 LIMITS: tuple[str, ...] = ("max_graphs", "max_recompiles", "max_compile_s", "max_graph_breaks",
-                           "max_failures")
+                           "max_failures", "max_neff_builds")
 _REFUSED = ("limit_hit", "eager_fallback")  # graphs the code asked for and torch refused
+
+
 _COUNTED: dict[str, Callable[[CompileEvent], bool]] = {
     "max_graphs": lambda e: e.kind in GRAPH_KINDS or e.kind in _REFUSED,
     "max_recompiles": lambda e: e.kind == "recompile" or e.kind in _REFUSED,
     "max_compile_s": lambda e: e.total_s > 0,
     "max_graph_breaks": lambda e: e.kind == "graph_break",
     "max_failures": lambda e: e.kind == "failed",
+    "max_neff_builds": neff_built,
 }
 _NOUNS = {"max_graphs": "graph", "max_recompiles": "recompile", "max_graph_breaks": "graph break",
-          "max_failures": "failed compile"}
+          "max_failures": "failed compile", "max_neff_builds": "NEFF build"}
 
 
 def _refused_graphs(events: list[CompileEvent]) -> int:
@@ -117,7 +127,8 @@ class CompileBudget(contextlib.ContextDecorator):
 
     def __init__(self, max_graphs: int | None = None, max_recompiles: int | None = None,
                  max_compile_s: float | None = None, *, max_graph_breaks: int | None = None,
-                 max_failures: int | None = None, recorder: CompileRecorder | None = None,
+                 max_failures: int | None = None, max_neff_builds: int | None = None,
+                 recorder: CompileRecorder | None = None,
                  log_path: str | os.PathLike[str] | None = None) -> None:
         self.limits: dict[str, float | None] = {
             "max_graphs": _check_count("max_graphs", max_graphs),
@@ -125,6 +136,7 @@ class CompileBudget(contextlib.ContextDecorator):
             "max_compile_s": _check_seconds("max_compile_s", max_compile_s),
             "max_graph_breaks": _check_count("max_graph_breaks", max_graph_breaks),
             "max_failures": _check_count("max_failures", max_failures),
+            "max_neff_builds": _check_count("max_neff_builds", max_neff_builds),
         }
         if recorder is not None and not (hasattr(recorder, "events") and hasattr(recorder, "start")):
             raise TypeError(f"recorder must be a CompileRecorder, got {type(recorder).__name__}")
@@ -162,6 +174,26 @@ class CompileBudget(contextlib.ContextDecorator):
     def compile_s(self) -> float:
         return sum(e.total_s for e in self.events)
 
+    @property
+    def neff_builds(self) -> int:
+        """Events whose NEFF neuronx-cc built in the block, those of unknown NEFF state
+        included; 0 off Neuron (no NEFFs)."""
+        return neff_counts(self.events).builds
+
+    @property
+    def neff_unknown(self) -> int:
+        """Of :attr:`neff_builds`, the events whose NEFF state was still unknown at exit."""
+        return neff_counts(self.events).unknown
+
+    def _neff_summary(self) -> str:
+        """NEFF builds and loads on Neuron; off Neuron, says there are none and why."""
+        n = neff_counts(self.events)
+        if not n.with_neff:
+            why = "not on Neuron" if loaded_neuronx() is None else "no graph compiled for Neuron"
+            return f"no NEFF builds: {why}"
+        return (f"{_count(n.builds, 'NEFF build')}, {n.loaded} loaded from the NEFF cache"
+                + (f" ({n.unknown} of unknown state, counted as builds)" if n.unknown else ""))
+
     def counts(self) -> dict[str, float]:
         """What each limit counts, over the block's events (graphs refused at the limit
         included: ``_refused_graphs``)."""
@@ -184,6 +216,10 @@ class CompileBudget(contextlib.ContextDecorator):
                 continue
             if name == "max_compile_s":
                 lines.append(f"{count:.2f} compile s > max_compile_s={limit:g}")
+            elif name == "max_neff_builds" and self.neff_unknown:
+                lines.append(f"{_count(int(count), 'NEFF build')} > max_neff_builds={int(limit)} "
+                             f"({self.neff_unknown} of unknown NEFF state at the block's exit, "
+                             "counted as builds)")
             else:
                 lines.append(f"{_count(int(count), _NOUNS[name])} > {name}={int(limit)}")
         return lines
@@ -208,10 +244,15 @@ class CompileBudget(contextlib.ContextDecorator):
         counts = (f"{_count(self.graphs, 'graph')}, {_count(self.recompiles, 'recompile')}, "
                   + (f"{refused} refused at the recompile limit, " if refused else "")
                   + f"{self.compile_s:.2f} compile s in {_count(len(self.events), 'event')}")
+        if self.limits["max_neff_builds"] is not None or neff_counts(self.events).with_neff:
+            counts += f"; {self._neff_summary()}"
         if not exceeded:
             return f"compile budget met: {counts}"
+        neff = self.limits["max_neff_builds"]
+        builds = (f"\n\ncounted against max_neff_builds:\n{neff_lines(self.events)}"
+                  if neff is not None and self.neff_builds > neff else "")
         return (f"compile budget exceeded: {'; '.join(exceeded)}\n({counts})\n\n"
-                + format_events(self.over_budget_events()))
+                + format_events(self.over_budget_events()) + builds)
 
     def check(self) -> None:
         """Raise :class:`CompileBudgetExceeded` when the block's events are over budget."""
@@ -249,9 +290,9 @@ class CompileBudget(contextlib.ContextDecorator):
         assert recorder is not None
         try:
             if self._started_here:
-                recorder.stop()
-            elif exc is None:
-                recorder.safe_point()  # NEFF build times resolved before they are counted
+                recorder.stop()  # a safe point first
+            elif exc is None and callable(getattr(recorder, "safe_point", None)):
+                recorder.safe_point()  # NEFF build times and states resolved before they count
         finally:
             events = recorder.events[self._start:]
             self.log = (recorder.log if self.recorder is None
@@ -272,15 +313,18 @@ class CompileBudget(contextlib.ContextDecorator):
 
 def compile_budget(max_graphs: int | None = None, max_recompiles: int | None = None,
                    max_compile_s: float | None = None, *, max_graph_breaks: int | None = None,
-                   max_failures: int | None = None, recorder: CompileRecorder | None = None,
+                   max_failures: int | None = None, max_neff_builds: int | None = None,
+                   recorder: CompileRecorder | None = None,
                    log_path: str | os.PathLike[str] | None = None) -> CompileBudget:
     """``with nk.compile_budget(max_graphs=2, max_recompiles=0):`` raises
     :class:`CompileBudgetExceeded` at exit when the block compiled more (also a decorator).
 
-    A limit of None is not checked. ``recorder``: count only the events it records inside the
-    block (started and stopped here if it is not running), else a recorder of its own, writing
-    ``log_path`` when given (with ``recorder``, the block's events are saved there at exit).
+    A limit of None is not checked. ``max_neff_builds``: NEFFs neuronx-cc built on Neuron (loads
+    from the NEFF cache are free; unknown states count as builds; 0 off Neuron). ``recorder``:
+    count only the events it records inside the block (started and stopped here if it is not
+    running), else a recorder of its own, writing ``log_path`` when given (with ``recorder``,
+    the block's events are saved there at exit).
     """
     return CompileBudget(max_graphs, max_recompiles, max_compile_s,
                          max_graph_breaks=max_graph_breaks, max_failures=max_failures,
-                         recorder=recorder, log_path=log_path)
+                         max_neff_builds=max_neff_builds, recorder=recorder, log_path=log_path)

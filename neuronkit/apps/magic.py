@@ -7,8 +7,9 @@
 
 The cell runs under :func:`neuronkit.compile_budget`; over budget it raises
 ``CompileBudgetExceeded``, so a notebook run by nbval fails at that cell. Arguments are
-``key=value`` pairs: ``max_graphs``, ``max_recompiles``, ``max_graph_breaks``, ``max_failures``
-(ints), ``max_compile_s`` (seconds), ``log_path`` (a file); ``None`` leaves a limit off.
+``key=value`` pairs: ``max_graphs``, ``max_recompiles``, ``max_graph_breaks``, ``max_failures``,
+``max_neff_builds`` (ints; NEFFs neuronx-cc built on Neuron, cache loads free), ``max_compile_s``
+(seconds), ``log_path`` (a file); ``None`` leaves a limit off.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any, Callable
 __all__ = ["load_ipython_extension", "parse_budget_args"]
 
 MAGIC = "compile_budget"
-_INTS = ("max_graphs", "max_recompiles", "max_graph_breaks", "max_failures")
+_INTS = ("max_graphs", "max_recompiles", "max_graph_breaks", "max_failures", "max_neff_builds")
 _PARSERS: dict[str, Callable[[str], Any]] = {**{key: int for key in _INTS},
                                              "max_compile_s": float, "log_path": str}
 

@@ -4,6 +4,10 @@
     def test_decode(model):
         ...                                   # fails when it compiles more
 
+    @pytest.mark.compile_budget(max_neff_builds=0)   # on Neuron: every NEFF from the cache
+    def test_serving_from_a_warm_cache(model):
+        ...
+
     def test_steps(compile_budget):
         with compile_budget(max_recompiles=0) as budget:
             ...
@@ -40,8 +44,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(max_graphs=None, max_recompiles=None, max_compile_s=None, *, "
-        "max_graph_breaks=None, max_failures=None): fail the test when it compiles more "
-        "(torch.compile graphs, recompiles, compile seconds) than allowed")
+        "max_graph_breaks=None, max_failures=None, max_neff_builds=None): fail the test when it "
+        "compiles more (torch.compile graphs, recompiles, compile seconds, NEFFs neuronx-cc "
+        "built on Neuron) than allowed")
 
 
 def log_file_name(nodeid: str) -> str:

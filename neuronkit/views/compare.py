@@ -47,6 +47,7 @@ from neuronkit.views.chart_layout import (
     plain_label,
 )
 from neuronkit.views.charts import figure_axes, plain_log_ticks, scatter_points
+from neuronkit.views.text_layout import pieces, wrap
 from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s a graph
 
 __all__ = ["Comparison", "GraphCountChange", "RunTotals", "compare_chart", "compare_logs",
@@ -55,7 +56,8 @@ __all__ = ["Comparison", "GraphCountChange", "RunTotals", "compare_chart", "comp
 
 RUN_COLOURS = ("#1f77b4", "#ff7f0e")  # run A, run B
 RUN_MARKERS = ("o", "s")  # told apart where their points fall on one another
-NAME_CHARS = 24  # a run's name in the chart's legend and title
+NAME_CHARS = 24  # a run's name in the chart's legend and title (shortened there)
+NAME_WIDTH = 40  # a run's column in the text table: a longer name wraps onto more lines
 LIST_LIMIT = 10  # entries of a what-changed list shown before "and N more"
 Run = CompileLog | Iterable[CompileEvent]
 
@@ -249,29 +251,39 @@ def _changes(cmp: Comparison) -> list[tuple[str, list[str]]]:
             (f"shapes seen only in {nb}", [f"{f} {s}" for f, s in cmp.shapes_only_in_b])]
 
 
-def _line(value: object, width: int | None = None) -> str:
-    """A value as one terminal-safe line, cut to ``width`` characters."""
-    text = " ".join(terminal_safe(value).split())
-    return text if width is None or len(text) <= width else text[: width - 1] + "…"
+def _line(value: object) -> str:
+    """A value as one terminal-safe line, whole."""
+    return " ".join(terminal_safe(value).split())
+
+
+def _name_lines(na: str, nb: str, label_width: int) -> tuple[int, list[str]]:
+    """The table's column width and header lines: the run names, a long one wrapped in its
+    column (at most ``NAME_WIDTH`` wide), never cut."""
+    width = max(12, min(max(len(na), len(nb)), NAME_WIDTH))
+    a, b = pieces(na, width), pieces(nb, width)
+    a, b = [""] * (len(b) - len(a)) + a, [""] * (len(a) - len(b)) + b  # the last lines level
+    return width, [f"  {'':<{label_width}} {pa:>{width}} {pb:>{width}}".rstrip()
+                   for pa, pb in zip(a, b, strict=True)]
 
 
 def comparison_text(cmp: Comparison, limit: int = LIST_LIMIT) -> str:
-    """The comparison as plain, terminal-safe text: the table, the headline, what changed."""
-    na, nb = _line(cmp.a.name, 24), _line(cmp.b.name, 24)
+    """The comparison as plain, terminal-safe text: the table, the headline, what changed.
+    Nothing is cut: long names and entries wrap within ``WIDTH``."""
+    na, nb = _line(cmp.a.name), _line(cmp.b.name)
     rows = _rows(cmp)
-    width = max(12, len(na), len(nb))
     label_width = max(len(r[0]) for r in rows)
-    lines = [f"{na} vs {nb}", f"  {'':<{label_width}} {na:>{width}} {nb:>{width}}"]
+    width, head = _name_lines(na, nb, label_width)
+    lines = [wrap(f"{na} vs {nb}"), *head]
     lines += [f"  {what:<{label_width}} {va:>{width}} {vb:>{width}}" for what, va, vb in rows]
-    lines += ["", _line(cmp.headline), _line(_projection_line(cmp)), "", "what changed"]
+    lines += ["", wrap(_line(cmp.headline)), wrap(_line(_projection_line(cmp))), "", "what changed"]
     for heading, items in _changes(cmp):
         if not items:
-            lines.append(f"  {_line(heading)}: none")
+            lines.append(wrap(f"  {_line(heading)}: none"))
             continue
-        lines.append(f"  {_line(heading)} ({len(items)}):")
-        lines += [f"    {_line(item, 110)}" for item in items[:limit]]
+        lines.append(wrap(f"  {_line(heading)} ({len(items)}):"))
+        lines += [wrap(f"    {_line(item)}") for item in items[:limit]]
         if len(items) > limit:
-            lines.append(f"    … and {len(items) - limit} more")
+            lines.append(f"    and {len(items) - limit} more")
     lines += [""] + textwrap.wrap(_projection_note(cmp), 100)
     return "\n".join(lines)
 
@@ -295,7 +307,7 @@ def comparison_html(cmp: Comparison, limit: int = LIST_LIMIT) -> str:
             parts.append(f"<li>{html_text(heading)}: none</li>")
             continue
         shown = "".join(f"<li><code>{html_text(item)}</code></li>" for item in items[:limit])
-        more = f"<li>… and {len(items) - limit} more</li>" if len(items) > limit else ""
+        more = f"<li>and {len(items) - limit} more</li>" if len(items) > limit else ""
         parts.append(f"<li>{html_text(heading)} ({len(items)}):<ul>{shown}{more}</ul></li>")
     parts += ["</ul>", f'<p class="nk-muted">{html_text(_projection_note(cmp))}</p>', "</div>"]
     return "".join(parts)

@@ -6,9 +6,9 @@
 Plain text in aligned columns, at most ``WIDTH`` (120) characters a line, the same text for the
 same events (times are offsets from the first event), so notebooks can compare it. Every value
 that came from the log (names, reasons, context, header fields) is passed through
-``terminal_safe``: no control character or escape sequence reaches the terminal. Columns and
-cuts: ``text_layout.py``; the one pass over the log: ``report_facts.py``; the JSON report:
-``report_json.py``.
+``terminal_safe``: no control character or escape sequence reaches the terminal; no value is
+cut (a long one wraps inside its column). Columns and wraps: ``text_layout.py``; the one pass
+over the log: ``report_facts.py``; the JSON report: ``report_json.py``.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from neuronkit.events.event import BUILD_KINDS, CompileEvent
 from neuronkit.events.facts import number, text_of
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import terminal_safe
-from neuronkit.sources.torch_text import input_name, short_reason
+from neuronkit.sources.torch_text import guard_text, input_name
 from neuronkit.views.report_facts import (
     DEFAULT_LIMIT,
     ReportFacts,
@@ -35,7 +35,7 @@ from neuronkit.views.report_facts import (
     shown,
 )
 from neuronkit.views.table_cells import UNKNOWN, number_text, reason_list
-from neuronkit.views.text_layout import WIDTH, Col, clean, cut, fit_label, fitted, wrap
+from neuronkit.views.text_layout import WIDTH, Col, clean, fitted, wrap
 
 __all__ = ["LIMIT_FLAG", "format_advice", "format_events", "format_report", "format_summary"]
 
@@ -46,7 +46,7 @@ LIMIT_FLAG = "!!"
 
 def _first_reason(e: CompileEvent) -> str:
     reasons = reason_list(e.reasons)
-    return clean(short_reason(reasons[0], 200)) if reasons else ""
+    return clean(guard_text(reasons[0])) if reasons else ""
 
 
 def _why(e: CompileEvent) -> str:
@@ -90,10 +90,10 @@ def _events_text(events: list[CompileEvent], limit: int | None, facts: ReportFac
     last = shown(events, limit)
     several_ranks = len(facts.ranks) > 1
     cols = [Col("#", right=True), Col("t+s", right=True, least=8),  # up to 99999.99 s
-            Col("function", cap=24, least=12, weight=1.1, cut=fit_label), Col("kind"),
+            Col("function", cap=48, least=12, weight=1.1), Col("kind"),
             Col("changed / reason", cap=80, least=14, weight=2.2), Col("compile s", right=True),
             *([Col("NEFF s", right=True)] if facts.neuron else []),
-            Col("context", cap=32, least=7, weight=0.7),
+            Col("context", cap=48, least=7, weight=0.7),
             *([Col("rank", right=True)] if several_ranks else [])]
     rows = []
     for e in last:
@@ -108,7 +108,7 @@ def _events_text(events: list[CompileEvent], limit: int | None, facts: ReportFac
         return f"{left} event(s) not shown (limit 0)"
     text = fitted(cols, rows)
     if left:
-        text = f"… {left} earlier event(s) not shown: the last {len(last)} of {len(events)}\n" + text
+        text = f"({left} earlier event(s) not shown: the last {len(last)} of {len(events)})\n" + text
     hits = facts.kinds["limit_hit"]
     if hits:
         text += (f"\n{LIMIT_FLAG} recompile limit hit ({hits}x): torch ran these calls eagerly, "
@@ -151,7 +151,7 @@ def _summary_text(log: CompileLog, rows_in: list[dict[str, Any]], facts: ReportF
     headers = ["function", "graphs", "shapes", "limit hits", "failed", "compile s",
                *(["NEFF s"] if neuron else []), *(["kernels"] if kernels else []), "mean s",
                "share of wall"]
-    cols = [Col(headers[0], cap=32, least=16, cut=fit_label),
+    cols = [Col(headers[0], cap=64, least=16),
             *(Col(h, right=True) for h in headers[1:])]
     text = fitted(cols, rows)
     if neuron:
@@ -197,7 +197,7 @@ def format_advice(advices: Sequence[Advice]) -> str:
 
 def _named(log: CompileLog, key: str) -> str:
     """A header field (``device``, ``backend``), else the events' values, else "unknown"."""
-    return cut(header_field(log, key), 40) or "unknown"
+    return clean(header_field(log, key)) or "unknown"
 
 
 def _header_line(log: CompileLog, facts: ReportFacts) -> str:
@@ -219,8 +219,9 @@ def _header_notes(log: CompileLog) -> list[str]:
     notes = []
     offsets = log.header.get("clock_offsets")
     if isinstance(offsets, dict) and offsets:
-        shown = ", ".join(f"{cut(clean(h), 30)} {number_text(s, '+.3f')} s"
+        shown = ", ".join(f"{clean(h)} {number_text(s, '+.3f')} s"
                           for h, s in list(offsets.items())[:8])
+        shown += f" and {len(offsets) - 8} more" if len(offsets) > 8 else ""
         notes.append(wrap(f"clocks aligned at the first barrier: {shown} taken off its times"))
     unclosed = log.header.get("unclosed_ranks")
     if isinstance(unclosed, list) and unclosed:

@@ -1,20 +1,22 @@
-"""Plain-text tables that fit a terminal: columns padded to their widest cell, text columns cut
-(``…``) so a line is at most ``WIDTH`` characters, long lines wrapped. Every log value is made
-one terminal-safe line first (``clean``)."""
+"""Plain-text tables that fit a terminal: columns padded to their widest cell, a text cell wider
+than its column wrapped onto more lines inside it (never cut), so a line is at most ``WIDTH``
+characters; long lines wrapped. Every log value is made one terminal-safe line first (``clean``).
+"""
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
-from neuronkit.events.facts import short_label
 from neuronkit.safe import terminal_safe
 
-__all__ = ["WIDTH", "Col", "Cut", "clean", "cut", "fit_label", "fitted", "table", "wrap"]
+__all__ = ["EXACT_ROWS", "WIDTH", "Col", "clean", "fitted", "pieces", "wrap"]
 
 WIDTH = 120  # the widest line a text view prints
 
-Cut = Callable[[str, int], str]
+_AFTER = frozenset(",;:./\\_-=")  # a cell may wrap after these, or before an opening bracket
+_BEFORE = frozenset("([{")
 
 
 def clean(value: Any) -> str:
@@ -22,84 +24,145 @@ def clean(value: Any) -> str:
     return " ".join(terminal_safe(value).split())
 
 
-def cut(text: Any, width: int) -> str:
-    """``clean(text)`` in at most ``width`` characters, ending in ``…`` when shortened."""
-    text = clean(text)
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _soft(text: str, i: int) -> bool:
+    """Whether a line may end before ``text[i]``: after a mark (not inside ``->``), before a
+    bracket, or where a small letter meets a capital (``Qwen3For|Causal|LM``)."""
+    a, b = text[i - 1], text[i]
+    return a != " " and ((a in _AFTER and a + b != "->") or b in _BEFORE
+                         or (a.islower() and b.isupper()))
 
 
-def fit_label(label: str, width: int) -> str:
-    """A function label in ``width`` characters: ``short_label``, else the name shortened and
-    the end of its place (``forward (…llama.py:412)``), so same-named functions stay apart."""
-    text = short_label(label, width)
-    if len(text) <= width:
-        return text
-    name, sep, where = text.partition(" (")
-    name = short_label(name, max(width // 2, 8))
-    room = width - len(name) - 3  # " (" and "…"
-    return f"{name} (…{where[-room:]}" if sep and room >= 4 else cut(text, width)
+def _break(text: str, width: int) -> tuple[int, int]:
+    """Where ``text`` (longer than ``width``) wraps: (end of this line, start of the next). At
+    a space (dropped) past half the width or before a last line, else at the latest space or
+    soft place (``_soft``), else at ``width``."""
+    space = mark = 0
+    for i in range(min(width, len(text) - 1), 0, -1):
+        if text[i] == " ":
+            space = space or i
+        elif not mark and _soft(text, i):
+            mark = i
+        if space and (mark or space * 2 >= width):
+            break
+    if space and (space * 2 >= width or space >= mark or len(text) - space - 1 <= width):
+        return space, space + 1
+    return (mark, mark) if mark else (width, width)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Iterable[int] = ()) -> str:
-    """Rows under a header and a rule, columns padded to their widest cell."""
-    right = set(right)
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+def _wrap(text: str, width: int) -> tuple[list[str], int]:
+    """The lines of a clean ``text`` at most ``width`` wide, and how many broke a word."""
+    out, hard = [], 0
+    while len(text) > width:
+        end, start = _break(text, width)
+        out.append(text[:end])
+        hard += start == end and not _soft(text, end)
+        text = text[start:]
+    return [*out, text], hard
 
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=False))).rstrip()
 
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+def pieces(text: Any, width: int) -> list[str]:
+    """``clean(text)`` as lines of at most ``width`` characters, wrapped at spaces (dropped),
+    else after ``.``, ``_``, ``/``, ``:`` ..., before a bracket or a capital after a small
+    letter, else anywhere: joined with a space where one was dropped, they give the whole text."""
+    return _wrap(clean(text), max(int(width), 1))[0]
 
 
 @dataclass(frozen=True)
 class Col:
     """A column of a fitted table. ``cap`` > 0 makes it a text column: at most ``cap`` wide,
-    narrowed down to ``least`` when the table is wider than ``WIDTH``; ``weight``: its share of
-    the room next to the other text columns; ``cut`` shortens a cell to a width. A number
-    column's ``least`` is the width it is counted with, whatever its cells (so the text cuts do
-    not move with the times measured)."""
+    narrowed down to ``least`` (then to 4) when the table is wider than ``WIDTH``, its longer
+    cells wrapped; ``weight``: how readily it keeps its width next to the other text columns
+    when narrowing costs them the same lines. A number column's ``least`` is the width it is
+    counted with, whatever its cells (so the text wraps do not move with the times measured)."""
 
     header: str
     right: bool = False
     cap: int = 0
     least: int = 0
     weight: float = 1.0
-    cut: Cut = cut
+
+
+EXACT_ROWS = 200  # up to this many different rows, narrowing counts the lines cells wrap to
+
+
+def _narrowed(cols: Sequence[Col], widths: list[int], rows: Sequence[Sequence[str]],
+              excess: int) -> list[int]:
+    """``widths`` with ``excess`` characters taken off the text columns, a character at a time
+    from the one where it adds the fewest lines to the table, else the widest for its
+    ``weight``; floors ``least``, then 4. Lines are counted as ``pieces`` wraps them (past
+    ``EXACT_ROWS`` different rows: estimated from the cells' lengths)."""
+    text = [i for i, c in enumerate(cols) if c.cap]
+    shapes = Counter(tuple(r[i] for i in text) for r in rows)
+    counted: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def lines(cell: str, w: int) -> tuple[int, int]:
+        """How many lines ``cell`` takes at width ``w``, and how many of them broke a word."""
+        if len(cell) <= w:
+            return 1, 0
+        if len(shapes) > EXACT_ROWS:
+            return -(-len(cell) // w), 0
+        if (cell, w) not in counted:
+            split, hard = _wrap(cell, w)
+            counted[cell, w] = len(split), hard
+        return counted[cell, w]
+
+    def cost(shape: tuple[str, ...], narrow: int) -> tuple[int, int]:
+        """A row's lines and broken words, the text column ``narrow`` one character narrower."""
+        each = [lines(cell, widths[i] - (i == narrow)) for cell, i in zip(shape, text, strict=True)]
+        return max(n for n, _ in each), sum(h for _, h in each)
+
+    def added(j: int, now: dict[tuple[str, ...], tuple[int, int]]) -> tuple[int, int]:
+        more = [(n * (a - a0), n * (h - h0)) for s, n in shapes.items()
+                for (a, h), (a0, h0) in [(cost(s, j), now[s])]]
+        return sum(m for m, _ in more), sum(h for _, h in more)
+
+    for floor in (lambda c: c.least, lambda c: 4):
+        while excess > 0:
+            narrowable = [i for i in text if widths[i] > max(floor(cols[i]), 1)]
+            if not narrowable:
+                break
+            now = {s: cost(s, -1) for s in shapes}
+            worse = {j: added(j, now) for j in narrowable}
+            widths[min(narrowable, key=lambda j: (worse[j], -widths[j] / cols[j].weight, -j))] -= 1
+            excess -= 1
+    return widths
 
 
 def fitted(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int = WIDTH) -> str:
-    """``table`` with the text columns cut (``…``) so that each line fits ``width``.
-
-    A character at a time, the text column widest for its ``weight`` narrows, down to its
-    ``least``, then, if still too wide, down to 4: the space left is shared by weight.
-    """
-    widths = [max([len(c.header), 0 if c.cap else c.least] + [len(r[i]) for r in rows])
-              for i, c in enumerate(cols)]  # a number column's least: the text cuts stay put
+    """Rows under a header and a rule, each line at most ``width`` characters: the text columns
+    narrowed where needed (``_narrowed``), a cell longer than its column wrapped onto the next
+    lines of its row (``pieces``), the other columns blank there. Nothing is cut."""
+    headers = [c.header for c in cols]
+    rows = [[clean(cell) for cell in row] for row in rows]
+    every = [headers, *rows]
+    widths = [max([0 if c.cap else c.least] + [len(r[i]) for r in every])
+              for i, c in enumerate(cols)]  # a number column's least: the wraps stay put
     widths = [min(w, max(c.cap, len(c.header))) if c.cap else w
               for w, c in zip(widths, cols, strict=True)]
     excess = sum(widths) + 2 * (len(cols) - 1) - width
-    for floor in (lambda c: c.least, lambda c: 4):
-        while excess > 0:
-            narrowable = [i for i, c in enumerate(cols) if c.cap and widths[i] > floor(c)]
-            if not narrowable:
-                break
-            widths[max(narrowable, key=lambda j: (widths[j] / cols[j].weight, j))] -= 1
-            excess -= 1
-    headers = [c.cut(c.header, w) if c.cap and len(c.header) > w else c.header
-               for c, w in zip(cols, widths, strict=True)]
-    cut_rows = [[c.cut(cell, w) if c.cap and len(cell) > w else cell
-                 for c, w, cell in zip(cols, widths, row, strict=True)] for row in rows]
-    return table(headers, cut_rows, right=[i for i, c in enumerate(cols) if c.right])
+    if excess > 0:
+        widths = _narrowed(cols, widths, every, excess)
+
+    def lines(cells: Sequence[str]) -> list[str]:
+        split = [pieces(cell, w) if c.cap else [cell] for c, w, cell in zip(cols, widths, cells,
+                                                                              strict=True)]
+        return ["  ".join((p[k] if k < len(p) else "").rjust(w) if c.right
+                          else (p[k] if k < len(p) else "").ljust(w)
+                          for c, w, p in zip(cols, widths, split, strict=True)).rstrip()
+                for k in range(max(map(len, split)))]
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([*lines(headers), rule, *(line for row in rows for line in lines(row))])
 
 
 def wrap(text: str, indent: str = "  ") -> str:
-    """Lines longer than ``WIDTH`` wrapped, continued under ``indent``."""
+    """Lines longer than ``WIDTH`` wrapped at spaces (a word longer than a line: anywhere),
+    continued under ``indent``."""
     out: list[str] = []
     for line in text.splitlines():
         if len(line) <= WIDTH:
             out.append(line)
             continue
         lead = line[: len(line) - len(line.lstrip())]
-        out += textwrap.wrap(line, WIDTH, subsequent_indent=lead + indent)
+        out += textwrap.wrap(line, WIDTH, subsequent_indent=lead + indent, break_on_hyphens=False)
     return "\n".join(out)

@@ -1,19 +1,23 @@
 """What ``nk.generate`` checks of its caller's arguments, and the :class:`CallSettings` every
-batch's ``model.generate`` call shares: compile keywords, eos ids, the cache keyword."""
+batch's ``model.generate`` call shares: compile keywords, eos ids, the cache keyword; and
+:func:`compile_config`, the public way to let ``model.generate`` compile on any device."""
 from __future__ import annotations
 
 import inspect
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from neuronkit.recorder.recorder import CompileRecorder
-from neuronkit.setup.device import cpu_backend
+from neuronkit.setup.device import cpu_backend, detect
 from neuronkit.workloads.static_cache import UnboundedCacheError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import CompileConfig
 
 __all__ = ["MANAGED_KWARGS", "CallSettings", "cache_keyword", "call_settings", "check_managed",
            "check_model_and_tokenizer", "check_progress", "check_prompts", "check_recorder",
-           "compile_kwargs", "eos_ids", "max_positions", "token_ids"]
+           "compile_config", "compile_kwargs", "eos_ids", "max_positions", "token_ids"]
 
 MANAGED_KWARGS = ("input_ids", "attention_mask", "cache", "past_key_values", "cache_implementation",
                   "max_length", "disable_compile", "num_return_sequences", "prefill_chunk_size")
@@ -135,6 +139,36 @@ def eos_ids(model: Any, tokenizer: Any, kwargs: dict) -> set[int]:
     return {int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])}
 
 
+def compile_config(backend: str | Callable | None = None, *,
+                   dynamic: bool = False) -> CompileConfig:
+    """The ``transformers.CompileConfig`` transformers uses on Neuron (``mode="default"``,
+    ``dynamic=False``), compiling ``generate()``'s forward on any device, the CPU included.
+
+    ``backend``: a registered backend name (checked: an unknown one is a ValueError) or a
+    callable; None: what ``nk.detect()`` picks here (``neuron`` on Neuron, the CPU backend of
+    ``$NEURONKIT_CPU_BACKEND`` / ``eager`` on CPU, ``inductor`` on CUDA). Pass it as
+    ``model.generate(..., cache_implementation="static", compile_config=nk.compile_config())``.
+    """
+    from transformers import CompileConfig
+
+    if backend is None:
+        backend = detect().compile_backend
+    elif isinstance(backend, str):
+        backend = cpu_backend(backend)  # any registered backend; an unknown name: ValueError
+    elif not callable(backend):
+        raise TypeError(f"backend must be a backend name, a callable or None, got {_given(backend)}")
+    if not isinstance(dynamic, bool):
+        raise TypeError(f"dynamic must be True or False, got {_given(dynamic)}")
+    cc = CompileConfig(backend=backend, mode="default", dynamic=dynamic)
+    # The one place neuronkit sets this private flag. transformers 5.24.0 reads it in
+    # GenerationMixin._valid_auto_compile_criteria (transformers/generation/utils.py:2450-2451:
+    # `valid_hardware = self.device.type in ["cuda", "xpu", "neuron", "tpu"] or
+    # bool(generation_config.compile_config is not None and ..._compile_all_devices)`);
+    # without it generate() compiles nothing on the CPU.
+    cc._compile_all_devices = True
+    return cc
+
+
 def compile_kwargs(model: Any, compile: bool, backend: Any, kwargs: dict) -> tuple[dict, str | None]:
     """generate() keywords that switch compile on or off, and the backend name it will use
     (a caller's ``compile_config`` is taken out of ``kwargs``)."""
@@ -144,17 +178,13 @@ def compile_kwargs(model: Any, compile: bool, backend: Any, kwargs: dict) -> tup
         cc = kwargs.pop("compile_config")
         name = cc.backend if isinstance(cc.backend, str) else getattr(cc.backend, "__name__", "?")
         return {"compile_config": cc}, name
-    from transformers import CompileConfig
-
     kind = model.device.type
     if kind == "neuron" and backend is None:
         return {}, "neuron"     # transformers' default there: backend="neuron", dynamic=False
     if backend is None:
         backend = cpu_backend() if kind == "cpu" else "inductor"
-    elif isinstance(backend, str):
-        backend = cpu_backend(backend)  # validates the name
-    cc = CompileConfig(backend=backend, mode="default", dynamic=False)
-    cc._compile_all_devices = True  # else only cuda/xpu/neuron/tpu
+    cc = compile_config(backend)  # validates the name
+    backend = cc.backend
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", "custom")
     return {"compile_config": cc}, name
 

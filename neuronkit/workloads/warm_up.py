@@ -70,6 +70,8 @@ class WarmupManifest:
     for prompts up to ``max(buckets)`` tokens, the ``batch_sizes`` planned and ``max_new_tokens``
     in ``new_token_band`` (decode graphs are keyed on the cache length, which depends on the
     power-of-two band of ``max_new_tokens``). ``travel`` says how the cache reaches servers.
+    ``dtype``: the model's (``"bfloat16"``), which a serving process must load it in to meet
+    the same graphs (None in manifests written before it was kept).
     """
 
     graphs: list[dict[str, Any]]
@@ -83,6 +85,7 @@ class WarmupManifest:
     batch_sizes: list[int]
     total_s: float
     torch_neuronx: str | None = None
+    dtype: str | None = None
     python: str = field(default_factory=platform.python_version)
     travel: str = TRAVEL_NOTE
     log: CompileLog | None = field(default=None, repr=False, compare=False)
@@ -289,4 +292,6 @@ def warmup(model: Any, tokenizer: Any, buckets: Buckets | list[int],
                           new_token_band=new_token_band(max_new_tokens),
                           buckets=list(plan.boundaries), batch_sizes=sizes,
                           total_s=round(time.perf_counter() - t_start, 6),
-                          torch_neuronx=neuronx_version, log=rec.log)
+                          torch_neuronx=neuronx_version,
+                          dtype=str(getattr(model, "dtype", "")).removeprefix("torch.") or None,
+                          log=rec.log)

@@ -2,8 +2,10 @@
 fills in (NEFF build seconds, NEFF cache state, eager-op kernels), for the notebooks and the
 dashboard's replay. Nothing here ran on Neuron: the tiny model runs on CPU under the test fake of
 torch-neuronx (``tests/neuron_fake``), whose NEFF and kernel seconds are planned numbers.
+Generation runs with ``prefill="eager"`` (transformers' own prefill, whose aten ops native Neuron
+runs eager, compiling a kernel per op and shape), so the log holds decode graphs and kernel events.
 
-    python notebooks/data/make_neuron_sample.py
+    python notebooks/data/make_neuron_sample.py [OUT_FOLDER]     (default: this folder)
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "tests"))
+sys.path[:0] = [str(HERE), str(HERE.parents[1] / "tests")]
 
 DESCRIPTION = ("SYNTHETIC sample, not a Trainium measurement: the embedded tiny model on CPU under "
                "neuronkit's test fake of native torch-neuronx, 4 prompts of growing length without "
@@ -20,18 +22,20 @@ DESCRIPTION = ("SYNTHETIC sample, not a Trainium measurement: the embedded tiny 
                "are planned by the fake to show the fields a Trainium run fills in.")
 
 
-def main() -> Path:
+def main(folder: Path = HERE) -> Path:
     import torch
-    from neuron_fake import installed_fake
+    from make_sample_log import portable
 
     import neuronkit as nk
+    from neuron_fake import installed_fake
 
+    torch.compiler.reset()   # a fresh start: no graph of an earlier run counts
     path = nk.tiny_model()
     model = nk.load_model(path, device="cpu", dtype="float32")
     tok = nk.load_tokenizer(path)
     prompts = ["hi", "the compiler builds", "the compiler builds one graph for every shape",
                "hi"]
-    out = HERE / "sample_neuron_log.jsonl"
+    out = Path(folder) / "sample_neuron_log.jsonl"
     with tempfile.TemporaryDirectory() as tmp, installed_fake() as fake:
         @torch.compiler.disable
         def prefill_kernels(module, args, kwargs):  # the eager ops native Neuron runs to prefill
@@ -49,8 +53,10 @@ def main() -> Path:
         with rec:
             for i, prompt in enumerate(prompts):
                 with rec.context(f"request {i}"):
+                    # prefill="eager": transformers' own prefill, whose ops run eager and
+                    # compile kernels on native Neuron (the hook above); decode is one graph
                     nk.generate(model, tok, [prompt], max_new_tokens=4, buckets=None,
-                                backend="neuron", recorder=rec)
+                                backend="neuron", recorder=rec, prefill="eager")
         handle.remove()
         log = nk.CompileLog.load(Path(tmp) / "log.jsonl")
     log.header.update(description=DESCRIPTION, synthetic=True,
@@ -58,9 +64,10 @@ def main() -> Path:
     # the fake's NEFF builds take no real time; a real run waits for them at its first host read
     log.wall_time_s = round(log.compile_share() * log.wall_time_s + 40.0, 1) if log.wall_time_s else None
     log.save(out)  # written whole: the updates are folded into the events
+    portable(out)
     print(f"wrote {out} ({len(log.events)} events)")
     return out
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)

@@ -1,6 +1,7 @@
 """diagnose(): findings built from exact, hand-made compile events (plus one real recorded log)."""
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -185,14 +186,73 @@ def test_limit_value_from_the_recorders_note():
 
 
 def test_compile_share_of_wall_time():
-    events = graphs("forward", [{"x": [4]}], duration=3.0)
+    events = graphs("forward", [{"x": [4]}], duration=3.0) + graphs("loss", [{"y": [4]}],
+                                                                   duration=3.0, start=104.0)
     high = find(diagnose(make_log(events, wall=10.0)), "compile time is")
-    assert high.severity == "warning" and "30%" in high.title
-    assert high.numbers["share"] == pytest.approx(0.3)
+    assert high.title == "compile time is 60% of the run (6.0 s of 10.0 s): first compiles"
+    assert high.severity == "info" and high.numbers["share"] == pytest.approx(0.6)
+    assert "first graph (each graph once" in high.detail and "warm-up" in high.detail
+    assert "NEFF cache" in high.detail and high.numbers["avoidable"] == 0
     low = find(diagnose(make_log(events, wall=100.0)), "compile time is")
-    assert low.severity == "info" and "3%" in low.title
+    assert low.severity == "info" and "6%" in low.title and not low.detail
     unknown = find(diagnose(make_log(events)), "compiling took")
-    assert unknown.numbers["compile_s"] == 3.0
+    assert unknown.numbers["compile_s"] == 6.0
+
+
+def test_a_bucketed_generate_compiling_each_graph_once_is_not_warned_about():
+    """nk.generate's decode graph is torch's recompile of ``forward`` but the first graph of
+    ``forward[decode]``: each planned graph compiled once, a high share is no warning."""
+    events = []
+    for rank in (0, 1):
+        events += graphs("Qwen3ForCausalLM.forward[prefill]", [{"input_ids": [1, 64]}], rank=rank,
+                         duration=2.0)
+        events += graphs("Qwen3ForCausalLM.forward[decode]", [{"input_ids": [1, 1]}], rank=rank,
+                         duration=2.0, start=103.0)
+        events[-1].kind = "recompile"
+    share = find(diagnose(make_log(events, wall=5.0)), "compile time is")
+    assert share.severity == "info" and share.title.endswith(": first compiles")
+    assert share.numbers["avoidable"] == 0
+    events.append(dataclasses.replace(events[-1], seq=9, input_shapes={"input_ids": [2, 1]}))
+    again = find(diagnose(make_log(events, wall=5.0)), "compile time is")
+    assert again.severity == "warning" and again.numbers["avoidable"] == 1
+
+
+@pytest.mark.parametrize("kind", ["recompile", "limit_hit", "eager_fallback"])
+def test_a_high_compile_share_with_avoidable_compiles_is_a_warning(kind):
+    events = graphs("forward", [{"x": [4]}], duration=3.0)
+    events.append(CompileEvent(function="forward", kind=kind, input_shapes={"x": [5]},
+                               started_at=104.0, duration_s=0.5))
+    high = find(diagnose(make_log(events, wall=10.0)), "compile time is")
+    assert high.severity == "warning" and high.title.endswith("(3.5 s of 10.0 s)")
+    assert "1 avoidable event (recompiles" in high.detail and "first compiles" not in high.title
+    assert high.numbers["avoidable"] == 1 and "compile fewer graphs" in high.fix
+    low = find(diagnose(make_log(events, wall=100.0)), "compile time is")
+    assert low.severity == "info"
+
+
+def test_advice_quotes_long_reasons_whole():
+    reason = "the backend failed on " + "a very long operator name " * 8 + "in the graph"
+    guard = "L['self'].config." + "nested_setting_" * 8 + "flag == 12345"
+    events = [CompileEvent(function="loss", kind="failed", reasons=[reason], started_at=1.0)]
+    events += graphs("forward", [{"x": [4]}, {"x": [4]}], start=2.0)
+    events[-1].reasons = [f"0/0: {guard}"]
+    advices = diagnose(make_log(events))
+    assert reason in find(advices, "compile failed").detail
+    same = find(advices, "without an input shape change")
+    assert guard.replace("L['self']", "self") in same.detail
+    assert not any("…" in a.title + a.detail + a.fix for a in advices)
+
+
+def test_long_value_lists_end_with_a_count_in_words():
+    from neuronkit.advice.wording import listed
+
+    assert listed(list(range(15)), most=12) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 3 more"
+    assert listed([1, 2]) == "1, 2"
+    shapes = [{"x": [4, n]} for n in (8, 16, 24, 32)]
+    events = graphs("forward", shapes, rank=0) + graphs("forward", shapes[:1], rank=1, start=100.2)
+    a = find(diagnose(make_log(events)), "ranks compiled different graphs")
+    assert "rank 0 alone compiled 3: " in a.detail and " and 1 more" in a.detail
+    assert "…" not in a.detail
 
 
 def test_ranks_that_compiled_different_graphs_are_flagged():

@@ -80,6 +80,14 @@ def test_bad_arguments_are_a_usage_error(shell, capsys, line, words):
     assert words in capsys.readouterr().err
 
 
+def test_max_neff_builds_is_a_cell_argument(shell):
+    """On CPU no NEFF is built: a cell that traces graphs still holds ``max_neff_builds=0``."""
+    assert parse_budget_args("max_neff_builds=0") == {"max_neff_builds": 0}
+    with pytest.raises(UsageError, match="max_neff_builds must be >= 0"):
+        parse_budget_args("max_neff_builds=-2")
+    assert shell.run_cell(cell("max_neff_builds=0", TWO_SHAPES)).success
+
+
 def test_arguments_are_parsed_strictly():
     assert parse_budget_args("max_graphs=2 max_recompiles=0 max_compile_s=1.5 max_failures=None "
                              "max_graph_breaks=3 log_path=run.jsonl") == {

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -105,7 +106,61 @@ def test_the_marker_is_registered(pytester: pytest.Pytester):
     pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
     result = pytester.runpytest_subprocess("-p", "no:nbval",
                                            "-o", "addopts=", "--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.compile_budget(max_graphs=None*"])
+    result.stdout.fnmatch_lines(["@pytest.mark.compile_budget(max_graphs=None*max_neff_builds=None)*"])
+
+
+NEFF_TESTS = '''
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, TESTS_DIR)
+from neuron_fake import installed_fake
+
+
+def add_one(x):
+    return x + 1
+
+
+@pytest.fixture
+def neuron_fn():
+    with installed_fake() as fake:
+        yield fake, torch.compile(add_one, backend="neuron", dynamic=False)
+
+
+@pytest.mark.compile_budget(max_neff_builds=0)
+def test_cpu_graphs_build_no_neff():
+    torch.compiler.reset()
+    torch.compile(add_one, backend="eager", dynamic=False)(torch.ones(2))
+
+
+@pytest.mark.compile_budget(max_neff_builds=0)
+def test_neffs_from_the_cache(neuron_fn):
+    fake, fn = neuron_fn
+    fake.plan("disk_hit")
+    fn(torch.ones(2))
+
+
+@pytest.mark.compile_budget(max_neff_builds=0)
+def test_a_neff_built(neuron_fn):
+    fake, fn = neuron_fn
+    fake.plan("compiled")
+    fn(torch.ones(3))
+'''
+
+
+def test_the_marker_takes_max_neff_builds(pytester: pytest.Pytester):
+    """Neuron here is the contract fake (``tests/neuron_fake``), installed by a fixture."""
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    pytester.makepyfile(test_neff=NEFF_TESTS.replace("TESTS_DIR", repr(tests_dir)))
+    result = pytester.runpytest_subprocess("-p", "no:nbval", "-p", "no:cacheprovider",
+                                           "-o", "addopts=", "-o", "log_level=INFO", "-rf")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "E *CompileBudgetExceeded: compile budget exceeded: 1 NEFF build > max_neff_builds=0",
+        "*add_one (first): NEFF built by neuronx-cc in 2.0 s*",
+        "FAILED test_neff.py::test_a_neff_built - *"])
 
 
 def test_the_plugin_is_installed_as_an_entry_point():

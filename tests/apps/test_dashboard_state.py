@@ -213,6 +213,23 @@ def test_stop_right_after_start_is_not_lost(live, monkeypatch):
     assert not live.log.events and not live.busy and not live.stopping
 
 
+def test_the_run_summary_gives_the_throughput_without_compiles(live, monkeypatch):
+    import dataclasses
+
+    from neuronkit.apps.dashboard import session as dashboard_session
+
+    real = dashboard_session.generate
+
+    def timed(*args, **kwargs):  # the real run, with times that make the line exact
+        return dataclasses.replace(real(*args, **kwargs), wall_s=10.0, new_tokens=120,
+                                   tokens_per_s=12.0, events=[CompileEvent(duration_s=4.0)])
+    monkeypatch.setattr(dashboard_session, "generate", timed)
+    live.padding = "none"
+    live.generate("the cat sat")
+    assert ", 10.00 s, 12 tokens/s (20 tokens/s without the 4.00 s of compiles), padding " \
+           "waste" in live.run_summary
+
+
 def test_a_generate_stopped_before_its_batch_keeps_the_last_summary(live, monkeypatch):
     live.reset()
     live.padding = "none"

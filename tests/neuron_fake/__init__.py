@@ -10,6 +10,14 @@ at 98154b86 (see each module's docstring for the source paths). Use::
         fn(x)
         fake.module.get_dynamo_metrics()   # synchronizes first, as the real one does
 
+Across processes (warm up in one, serve in another): ``installed_fake(use_disk=True)`` keeps the
+persistent cache as files under ``$TORCH_NEURONX_NEFF_CACHE_DIR``, as the source does
+(``<k[0:2]>/<k[2:4]>/<k>.neff``, ``PersistentCacheBackend.cpp:22-28,61-65``), and decides a disk hit
+from the file alone (present with size > 0, ``:91-94``), so a new process with a copied folder finds
+every NEFF. The keys are deterministic: the graph key hashes the FX code and input specs, the
+persistent key (in-memory key + IR) is XXH3-128 or, without ``xxhash``, blake2b-128 (``keys.py``).
+Without ``use_disk`` the "disk" is a dict of the one fake. Nothing was extended for this.
+
 Disagreements between ``shared/notes/neuron-native.md`` and the source (the source wins):
 
 - ``_get_compilation_cache_stats()["total_compilation_time_ms"]`` is the ``CompilationTime``

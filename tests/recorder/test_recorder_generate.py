@@ -12,13 +12,10 @@ pytestmark = pytest.mark.slow  # two real compiles of the tiny model's decode st
 
 
 def test_generate_decode_graph_compiles_are_recorded(tiny_model_path, compiler_reset, monkeypatch):
-    from transformers import CompileConfig
-
     monkeypatch.delenv("RANK", raising=False)
     model = nk.load_model(tiny_model_path, device="cpu", dtype="float32")
     tokenizer = nk.load_tokenizer(tiny_model_path)
-    config = CompileConfig(backend="eager", mode="default", dynamic=False)
-    config._compile_all_devices = True  # else transformers compiles only on cuda/xpu/neuron/tpu
+    config = nk.compile_config("eager")  # compiles on the CPU too (transformers: only accelerators)
 
     def generate(prompt: str) -> int:
         ids = tokenizer(prompt, return_tensors="pt")
@@ -56,3 +53,34 @@ def test_generate_decode_graph_compiles_are_recorded(tiny_model_path, compiler_r
     match = re.fullmatch(rf"{first.compile_id}: tensor '(.+)' size mismatch at index 2\. "
                          rf"expected {old_len}, actual {new_len}", reason)
     assert match and input_name(match[1]) == cache_key
+
+
+def test_plain_generate_compiles_on_cpu_with_nk_compile_config(tiny_model_path, compiler_reset,
+                                                                monkeypatch, no_neuron):
+    """``nk.compile_config()`` (no private flag in user code) makes transformers' own generate()
+    compile its decode step on the CPU, with the backend ``nk.detect()`` picks here."""
+    monkeypatch.delenv("NEURONKIT_CPU_BACKEND", raising=False)
+    model = nk.load_model(tiny_model_path, device="cpu", dtype="float32")
+    tokenizer = nk.load_tokenizer(tiny_model_path)
+    config = nk.compile_config()
+    assert (config.backend, config.mode, config.dynamic) == (nk.detect().compile_backend, "default",
+                                                             False) == ("eager", "default", False)
+    ids = tokenizer("a short prompt", return_tensors="pt")
+    with nk.CompileRecorder() as rec:
+        model.generate(**ids, max_new_tokens=2, do_sample=False, cache_implementation="static",
+                       compile_config=config)
+    assert [(e.kind, e.backend, e.device) for e in rec.events] == [("first", "eager", "cpu")]
+
+
+def test_compile_config_checks_its_backend():
+    with pytest.raises(ValueError, match="unknown compile backend 'no-such-backend'; choose one of"):
+        nk.compile_config("no-such-backend")
+    with pytest.raises(TypeError, match="backend must be a backend name, a callable or None"):
+        nk.compile_config(3)  # type: ignore[arg-type]
+
+    def my_backend(gm, example_inputs):
+        return gm.forward
+
+    config = nk.compile_config(my_backend, dynamic=True)
+    assert config.backend is my_backend and config.dynamic is True and config.mode == "default"
+    assert nk.compile_config("aot_eager").backend == "aot_eager"

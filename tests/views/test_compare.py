@@ -147,11 +147,29 @@ def test_text_is_a_side_by_side_table():
     assert max(len(line) for line in lines) <= 120
 
 
-def test_long_lists_are_cut_with_a_count():
+def test_long_lists_end_with_a_count():
     cmp = compare_logs(run(range(40)), run([100]))
     text = comparison_text(cmp, limit=5)
-    assert "shapes seen only in A (40):" in text and "… and 35 more" in text
-    assert "… and 35 more" in comparison_html(cmp, limit=5)
+    assert "shapes seen only in A (40):" in text and "    and 35 more" in text.splitlines()
+    assert "<li>and 35 more</li>" in comparison_html(cmp, limit=5)
+    assert "…" not in text + comparison_html(cmp, limit=5)
+
+
+def test_long_names_and_entries_wrap_whole_within_the_width():
+    long_name = "bucketed run with the prompts of the evaluation set, batch 4, " * 2
+    function = "Qwen3MoeForConditionalGeneration_" + "x" * 140
+    cmp = compare_logs(run([1, 2], function=function), run([3]),
+                       names=("naive", long_name.strip()))
+    text = comparison_text(cmp)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 120 and "…" not in text
+    assert " ".join(text.split()).startswith(f"naive vs {' '.join(long_name.split())}")
+    graphs = next(i for i, line in enumerate(lines) if line.startswith("  graphs"))
+    header = [line.replace("naive", "") for line in lines[:graphs] if line.startswith(" " * 20)]
+    assert len(header) > 1 and "".join("".join(header).split()) == "".join(long_name.split())
+    at = lines.index("  compiled only in naive (1):") + 1
+    entry = [line for line in lines[at:at + 3] if line.startswith("    ")]
+    assert len(entry) == 2 and "".join("".join(entry).split()) == function
 
 
 HOSTILE = "<img src=x onerror=alert(1)>$\\frac{$\x1b[31m\x1b]8;;http://x\x07red\u202e"

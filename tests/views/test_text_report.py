@@ -68,7 +68,7 @@ def test_limit_hit_is_flagged():
 def test_event_table_limit_shows_the_most_recent_and_says_how_many_are_left_out():
     text = report.format_events(make_log(known_events()), limit=2)
     assert [cells(ln)[0] for ln in text.splitlines() if re.match(r"\s*\d+\s", ln)] == ["2", "3"]
-    assert text.splitlines()[0] == "… 2 earlier event(s) not shown: the last 2 of 4"
+    assert text.splitlines()[0] == "(2 earlier event(s) not shown: the last 2 of 4)"
     assert report.format_events(make_log(known_events()), limit=0) == ("4 event(s) not shown "
                                                                        "(limit 0)")
     for bad in (-1, 2.5, True, "3"):
@@ -77,10 +77,94 @@ def test_event_table_limit_shows_the_most_recent_and_says_how_many_are_left_out(
     assert report.format_events(CompileLog()) == "no compile events"
 
 
-def test_long_reason_is_shortened():
-    event = CompileEvent(function="f", kind="recompile", reasons=["0/0: " + "x" * 200])
-    row = report.format_events(make_log([event])).splitlines()[2]
-    assert "…" in row and "x" * 80 not in row and len(row) <= 120
+def column(text: str, header: str, key: int = 0) -> list[list[str]]:
+    """The pieces of one column of a fitted table, per row: its span is the rule's dash run under
+    ``header``; a row's continuation lines are blank in column ``key``."""
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "})
+    spans = [m.span() for m in re.finditer(r"-+", lines[rule])]
+    start, end = next(span for span in spans if lines[0][span[0]:span[1]].strip() == header)
+    rows: list[list[str]] = []
+    for line in lines[rule + 1:]:
+        if line[slice(*spans[key])].strip():
+            rows.append([])
+        rows[-1].append(line[start:end].strip())
+    return [[piece for piece in row if piece] for row in rows]
+
+
+def joined(pieces: list[str], whole: str) -> bool:
+    """Whether the pieces give ``whole`` back, one space dropped at most where a line wrapped."""
+    at = 0
+    for i, piece in enumerate(pieces):
+        if i and whole.startswith(" " + piece, at):
+            at += 1
+        if not whole.startswith(piece, at):
+            return False
+        at += len(piece)
+    return at == len(whole)
+
+
+LONG_NAME = "Qwen3MoeForConditionalGenerationWithLongNam.forward[prefill]"
+LONG_REASON = ("Dynamo could not trace a call to a builtin of a C extension that the model makes at "
+               "every step of its decode loop, so it ran that step eagerly and compiled the rest "
+               "of the function as two graphs again")
+
+
+def test_a_long_function_name_and_reason_are_wrapped_whole_in_their_columns():
+    assert len(LONG_NAME) == 60 and len(LONG_REASON) == 200
+    events = [CompileEvent(function=LONG_NAME, kind="failed", reasons=[LONG_REASON],
+                           context="generate batch 1: padded to 64, cache 128 " * 2),
+              CompileEvent(function="f", kind="recompile", reasons=["0/0: " + "x" * 200])]
+    text = report.format_events(make_log(events))
+    assert widest(text) <= text_layout.WIDTH and "…" not in text
+    functions, reasons = column(text, "function"), column(text, "changed / reason")
+    assert len(functions) == len(reasons) == 2
+    assert len(functions[0]) > 1 and joined(functions[0], LONG_NAME)  # wrapped, not cut
+    assert len(reasons[0]) > 1 and joined(reasons[0], LONG_REASON)
+    assert joined(reasons[1], "x" * 200) and joined(column(text, "context")[0], " ".join(
+        events[0].context.split()))
+    summary = report.format_summary(make_log(events))
+    assert joined(column(summary, "function", key=1)[0], LONG_NAME) and widest(summary) <= 120
+
+
+def test_a_long_table_past_the_exact_count_still_wraps_whole():
+    n = text_layout.EXACT_ROWS + 50  # more different rows than are wrapped to choose the widths
+    events = [CompileEvent(function=f"{LONG_NAME}_{i}", kind="recompile", started_at=float(i),
+                           changed=f"{LONG_REASON} {i}", context=f"generate batch {i}",
+                           input_shapes={"x": [1, i]}) for i in range(n)]
+    text = report.format_events(make_log(events))
+    assert widest(text) <= 120 and "…" not in text
+    functions, reasons = column(text, "function"), column(text, "changed / reason")
+    assert len(functions) == len(reasons) == n
+    assert all(joined(f, e.function) and joined(r, e.changed)
+               for f, r, e in zip(functions, reasons, events, strict=True))
+
+
+def test_pieces_wrap_at_spaces_and_marks_and_lose_nothing():
+    assert text_layout.pieces("Qwen3ForCausalLM.forward[prefill]", 24) == [
+        "Qwen3ForCausalLM.forward", "[prefill]"]
+    assert text_layout.pieces("forward (modeling_qwen3.py:440)", 24) == [
+        "forward", "(modeling_qwen3.py:440)"]
+    assert text_layout.pieces("input_ids dim 1: 15 -> 51", 40) == ["input_ids dim 1: 15 -> 51"]
+    assert text_layout.pieces("x" * 10, 4) == ["xxxx", "xxxx", "xx"]
+    assert text_layout.pieces("dim.1->5", 7) == ["dim.", "1->5"]  # an arrow stays whole
+    for width in range(1, 70):
+        for text in (LONG_NAME, LONG_REASON, "a  b\tc\x1b[2J d"):
+            parts = text_layout.pieces(text, width)
+            assert all(0 < len(p) <= width for p in parts)
+            assert joined(parts, text_layout.clean(text)), (text, width, parts)
+
+
+def test_narrowing_keeps_rows_short():
+    """The text columns give up the characters that add the fewest lines: 16 rows of a real
+    generate take two lines each, not three or four."""
+    events = [CompileEvent(function=f"Qwen3ForCausalLM.forward[{'prefill' if i % 2 else 'decode'}]",
+                           kind="recompile", started_at=float(i), input_shapes={"x": [1, i]},
+                           changed="cache.layers[0].keys dim 2: 47 -> 83 (and 3 more inputs alike)",
+                           context=f"generate batch {i}: padded to 64, cache 128")
+              for i in range(16)]
+    lines = report.format_events(make_log(events)).splitlines()
+    assert widest("\n".join(lines)) <= 120 and len(lines) == 2 + 16 * 2
 
 
 def test_summary_per_function():
@@ -145,11 +229,11 @@ def test_event_table_and_summary_tell_same_named_functions_apart():
     log = make_log(events)
     rows = [cells(line) for line in report.format_events(log).splitlines()[2:]]
     assert [r[2] for r in rows] == ["forward (model.py:40)", "forward (model.py:40)",
-                                    "forward (ops.py:9)", "torch_dynamo_re…d_at_375"]
+                                    "forward (ops.py:9)", "torch_dynamo_resume_in_forward_at_375"]
     assert rows[3][4] == "Missing tp_iternext"
     summary = [cells(line)[0] for line in report.format_summary(log).splitlines()[2:]]
     assert summary == ["forward (model.py:40)", "forward (ops.py:9)",
-                       "torch_dynamo_resume_in_…d_at_375", "total"]
+                       "torch_dynamo_resume_in_forward_at_375", "total"]
 
 
 def test_report_is_deterministic_for_the_same_events(tmp_path):
@@ -207,10 +291,22 @@ def test_every_text_view_fits_120_columns_at_its_widest():
     assert "12345.6 not built" in events and "NEFF s" in events
     assert cells(events.splitlines()[0])[-1] == "rank"
     header = full.split("\n\n", 1)[0]  # wrapped: long device and backend names
-    assert header.startswith("neuronkit compile report: device neuron") and "…" in header
+    assert header.startswith("neuronkit compile report: device neuron") and "…" not in full
+    assert "device " + "neuron " * 19 + "neuron, backend" in " ".join(header.split())  # whole
     assert header.endswith(", ranks 0-63")
     plain = report.format_report(make_log(known_events(), wall=10.0))
-    assert widest(plain) <= 120 and "…" not in plain.split("limit_hit")[0]
+    assert widest(plain) <= 120 and "…" not in plain
+
+
+def test_clock_offsets_name_their_hosts_whole_and_count_the_rest():
+    host = "ip-172-31-44-201.us-west-2.compute.internal-trn1-node-"
+    log = make_log(known_events())
+    log.header["clock_offsets"] = {f"{host}{i}": 0.5 * i for i in range(10)}
+    header = report.format_report(log).split("\n\n", 1)[0]
+    assert widest(header) <= 120 and "…" not in header
+    flat = "".join(header.split())
+    assert all(f"{host}{i}+{0.5 * i:.3f}s" in flat for i in range(8))
+    assert f"{host}8" not in flat and "and 2 more taken off its times" in " ".join(header.split())
 
 
 def test_a_long_advice_title_is_wrapped_within_the_width():
@@ -258,7 +354,7 @@ def test_the_report_shows_the_most_recent_50_events_by_default():
     text = report.format_report(make_log(many_events(120)))
     section = text.split("Compile events\n==============\n", 1)[1].split("\n\n", 1)[0]
     lines = section.splitlines()
-    assert lines[0] == "… 70 earlier event(s) not shown: the last 50 of 120"
+    assert lines[0] == "(70 earlier event(s) not shown: the last 50 of 120)"
     assert [cells(line)[0] for line in lines[3:]] == [str(i) for i in range(70, 120)]
     assert "120 events" in text.splitlines()[0]  # the header and summary count every event
     summary = text.split("Per function\n============\n")[1].splitlines()

@@ -49,11 +49,8 @@ def test_family_bounded_and_exact(family, tok, compiler_reset):
 def test_seed_recipe_on_a_sliding_window_model_compiles_per_token(tok, compiler_reset):
     """The problem nk.generate fixes, measured: the plain static recipe on Mistral compiles one
     graph per decode step, and the advice names the Python int."""
-    from transformers import CompileConfig
-
     model = tiny_family("mistral", tok, sliding_window=8)
-    cc = CompileConfig(backend="eager", dynamic=False)
-    cc._compile_all_devices = True
+    cc = nk.compile_config("eager")
     enc = tok([PROMPTS[1]], return_tensors="pt")
     with nk.CompileRecorder() as rec:
         model.generate(**enc, max_new_tokens=6, cache_implementation="static", compile_config=cc)

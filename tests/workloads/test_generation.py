@@ -121,6 +121,53 @@ def test_outputs_order_padding_waste_and_timings(model, tok):
     assert all(t.prefill_s > 0 and t.decode_s >= 0 for t in res.timings)
     assert res.tokens_per_s == pytest.approx(res.new_tokens / res.wall_s)
     assert "5 prompts" in str(res) and "padding waste" in str(res)
+    assert res.steady_tokens_per_s == pytest.approx(res.tokens_per_s)  # compile=False: no compiles
+    assert f"= {res.tokens_per_s:.1f} tokens/s, padding waste" in str(res)  # one rate alone
+
+
+def made_result(events, wall_s=10.0, new_tokens=120):
+    from neuronkit.workloads.generation import GenerationResult
+
+    return GenerationResult(texts=["a"], output_ids=[torch.tensor([1])], timings=[],
+                            tokens_per_s=new_tokens / wall_s, padding_waste=0.0, events=events,
+                            buckets=None, wall_s=wall_s, new_tokens=new_tokens)
+
+
+def test_throughput_without_the_compile_seconds():
+    from neuronkit.events.event import CompileEvent
+
+    events = [CompileEvent(kind="first", duration_s=1.5),
+              CompileEvent(kind="recompile", duration_s=0.5, neff_compile_s=2.0,
+                           neff_cache="compiled")]
+    res = made_result(events)
+    assert res.steady_tokens_per_s == pytest.approx(120 / (10.0 - 4.0))  # NEFF builds included
+    assert "120 new tokens in 10.00 s = 12.0 tokens/s (20.0 tokens/s without the 4.00 s of " \
+           "compiles), padding waste 0%" in str(res)
+    assert res.throughput(".0f") == "12 tokens/s (20 tokens/s without the 4.00 s of compiles)"
+    quiet = made_result([])
+    assert quiet.steady_tokens_per_s == pytest.approx(12.0) and quiet.throughput() == "12.0 tokens/s"
+    busy = made_result([CompileEvent(duration_s=10.0)])  # compiles took the whole wall time
+    assert busy.steady_tokens_per_s is None
+    assert busy.throughput() == "12.0 tokens/s (no time without the 10.00 s of compiles)"
+
+
+@pytest.mark.parametrize("on_neuron", [False, True])
+def test_the_demos_side_by_side_gives_the_throughput_without_compiles(on_neuron):
+    from neuronkit.events.event import CompileEvent
+    from neuronkit.examples.demo import side_by_side
+    from neuronkit.log.compile_log import CompileLog
+
+    naive = CompileLog([CompileEvent(kind="first", duration_s=3.0),
+                        CompileEvent(kind="recompile", duration_s=1.0)])
+    bucketed = CompileLog([CompileEvent(kind="first", duration_s=1.0)])
+    runs = {"naive": (naive, 10.0), "bucketed": (bucketed, 5.0)}
+    lines = side_by_side(runs, on_neuron=on_neuron, new_tokens={"naive": 120, "bucketed": 120})
+    assert "throughput of naive: 12.0 tokens/s (20.0 tokens/s without the 4.00 s of compiles)" \
+        in lines
+    assert "throughput of bucketed: 24.0 tokens/s (30.0 tokens/s without the 1.00 s of " \
+           "compiles)" in lines
+    assert lines[:3] == side_by_side(runs, on_neuron=on_neuron)[:3]  # the table as before
+    assert not any("throughput" in line for line in side_by_side(runs, on_neuron=on_neuron))
 
 
 def test_single_prompt_and_auto_buckets(model, tok):
@@ -371,7 +418,7 @@ def test_compile_settings_per_device(monkeypatch):
     assert kw == {} and name == "neuron"                 # transformers' own neuron default
     kw, name = _compile_kwargs(_fake_model("cpu"), True, None, {})
     cc = kw["compile_config"]
-    assert name == "eager" == cc.backend and cc.dynamic is False and cc._compile_all_devices
+    assert name == "eager" == cc.backend and cc == nk.compile_config("eager")  # any device
     kw, name = _compile_kwargs(_fake_model("cuda"), True, None, {})
     assert name == "inductor" and kw["compile_config"].dynamic is False
     assert _compile_kwargs(_fake_model("cpu"), False, None, {}) == ({"disable_compile": True}, None)

@@ -61,6 +61,19 @@ def test_a_manifest_round_trips_through_json(tmp_path):
         WarmupManifest.load(tmp_path / "other.json")
 
 
+def test_the_manifest_keeps_the_dtype_and_old_manifests_still_load(tmp_path):
+    """A serving process loads the model in the warm-up's dtype (other dtypes are other graphs);
+    manifests written before the field existed load with ``dtype`` None."""
+    manifest = WarmupManifest(graphs=[], device="cpu", backend="eager", torch="2", transformers="5",
+                              max_new_tokens=4, new_token_band=(1, 32), buckets=[8],
+                              batch_sizes=[1], total_s=1.0, dtype="bfloat16")
+    path = manifest.save(tmp_path / "new.json")
+    assert json.loads(path.read_text())["dtype"] == "bfloat16" and WarmupManifest.load(path) == manifest
+    old = {k: v for k, v in json.loads(path.read_text()).items() if k != "dtype"}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert WarmupManifest.load(tmp_path / "old.json").dtype is None
+
+
 @pytest.mark.slow
 def test_after_warmup_a_plan_of_four_steps_serves_with_zero_compiles(model, tok, compiler_reset,
                                                                      recompile_limit_4):

@@ -305,7 +305,7 @@ class Session(HasTraits):
         if result.stopped and not result.batches_done:
             return result  # Stop came first: nothing ran, the last summary still holds
         self.run_summary = (f"{length} prompt tokens, {self.max_new_tokens} new, "
-                            f"{result.wall_s:.2f} s, {result.tokens_per_s:.0f} tokens/s, "
+                            f"{result.wall_s:.2f} s, {result.throughput('.0f')}, "
                             f"padding waste {result.padding_waste:.0%}, "
                             f"{len(result.events)} compile(s)")
         return result

@@ -1,0 +1,61 @@
+"""The outputs stored in the tutorial notebooks are what a reader sees on GitHub before running
+anything: whole (no cell cut with "…"), free of errors, of the machine that ran them (its folders),
+of the test harness (names only the test suite uses) and of raw Markdown escapes."""
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from helpers.paths import ROOT
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("0*.ipynb"))
+TEXT_TYPES = ("text/plain", "text/markdown", "text/html", "text/latex", "application/json")
+
+FORBIDDEN = {
+    "a cut cell (…)": re.compile("…"),
+    "a traceback": re.compile(r"Traceback \(most recent call last\)"),
+    "a machine path": re.compile(r"/work/|/root/|/home/\w|site-packages|pytest-of-"
+                                 r"|/tmp/(?!neff_cache\b|local_cache\b)"),
+    "a test-only name": re.compile(r"nk_slow_eager|neuron_fake|conftest|pytest"),
+    "a raw Markdown escape": re.compile(r"-&gt;|\\_"),
+}
+
+
+def stored_texts(cell) -> list[str]:
+    """Every text a code cell's stored outputs show (pictures and widget models left out)."""
+    texts = []
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream":
+            texts.append(out.text)
+        elif out.output_type == "error":
+            texts.append("\n".join([f"{out.ename}: {out.evalue}", *out.traceback]))
+        else:
+            data = out.get("data", {})
+            texts += [str(data[kind]) for kind in TEXT_TYPES if kind in data]
+    return texts
+
+
+def problems(path) -> list[str]:
+    nb = nbformat.read(path, as_version=4)
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if any(out.output_type == "error" for out in cell.outputs):
+            found.append(f"cell {cell.get('id')}: an error output")
+        for text in stored_texts(cell):
+            for what, pattern in FORBIDDEN.items():
+                for match in pattern.finditer(text):
+                    start = max(0, match.start() - 40)
+                    excerpt = text[start:match.end() + 40].replace("\n", "\\n")
+                    found.append(f"cell {cell.get('id')}: {what}: ...{excerpt}...")
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_outputs_read_cleanly(path):
+    found = problems(path)
+    assert not found, (f"{path.name}: {len(found)} problem(s) in the stored outputs (re-run "
+                       "notebooks/refresh.py after fixing the cells):\n" + "\n".join(found[:20]))
