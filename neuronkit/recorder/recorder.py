@@ -67,7 +67,7 @@ class CompileRecorder:
                  quiet: bool = True, header: dict[str, Any] | None = None) -> None:
         if rank is not None and (not isinstance(rank, int) or rank < 0):
             raise ValueError(f"rank must be a non-negative int, got {rank!r}")
-        told = bool(device)
+        told, told_backend = bool(device), bool(backend)
         if not (device and backend):
             found = detected()
             device, backend = device or found[0], backend or found[1]
@@ -82,10 +82,12 @@ class CompileRecorder:
         # the header claims no device the run may not use: on an accelerator host a default
         # recorder cannot tell (a CPU run on a Neuron host), so the events say theirs
         claimed = self.device if told or self.device == "cpu" else ""
+        # nor a backend it was not told: code may compile with any (the events say which)
+        claimed_backend = self.backend if told_backend else ""
         extra = {k: v for k, v in (header or {}).items()
                  if k not in ("format", "version", "device", "backend", "rank")}
         # one file, one writer: refused if another recorder writes log_path
-        self._file = LogFile(self, default_header(device=claimed, backend=self.backend,
+        self._file = LogFile(self, default_header(device=claimed, backend=claimed_backend,
                                                   rank=self.rank, **extra), log_path)
         self.log = self._file.log
         self.write_errors = self._file.errors  # failed writes to log_path (events are kept)

@@ -351,7 +351,8 @@ def test_restart_continues_the_same_log_and_keeps_wall_time(net, tmp_path):
     loaded = CompileLog.load(path)
     assert [e.to_dict() for e in loaded.events] == [e.to_dict() for e in rec.events]
     assert loaded.wall_time_s == pytest.approx(rec.log.wall_time_s)
-    assert loaded.header["device"] == rec.device and loaded.header["backend"] == rec.backend
+    assert loaded.header["device"] == rec.device
+    assert loaded.header["backend"] == ""                  # not told one: the events say theirs
     share = loaded.summary()[0]["share_of_wall"]
     assert 0 < share <= 1
 
@@ -557,3 +558,22 @@ def test_nested_with_blocks_stop_the_recorder_only_at_the_outermost_exit(net):
     with rec:  # and again, after the outermost exit
         run(net, 9)
     assert not rec.active and len(rec.events) == 4
+
+
+def test_a_default_recorder_claims_no_backend_the_code_did_not_use(tmp_path, compiler_reset):
+    """The header names a backend only when told one: code compiled with another backend than
+    the one nk.detect() picks (here aot_eager) gets a report that names the events' backend."""
+    import json as _json
+
+    from neuronkit.views.text import format_report
+
+    path = tmp_path / "log.jsonl"
+    fn = torch.compile(lambda x: x * 2 + 1, backend="aot_eager", dynamic=False)
+    with nk.CompileRecorder(path):
+        fn(torch.ones(3))
+    header = _json.loads(path.read_text().splitlines()[0])
+    assert header["backend"] in ("", "aot_eager")
+    assert "backend aot_eager" in format_report(CompileLog.load(path)).splitlines()[0]
+    told = nk.CompileRecorder(tmp_path / "told.jsonl", backend="inductor")
+    assert told.log.header["backend"] == "inductor"
+    told.log.release()
