@@ -38,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest test files first, so the two xdist workers (``--dist loadscope``: a file at a
+    """The longest test files first, so the xdist workers (``--dist loadscope``: a file at a
     time) end together: the notebooks, then the files with browser tests, then files by their
     number of slow tests. A file's tests stay together, in their order."""
     browser: set[str] = set()
