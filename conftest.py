@@ -1,4 +1,5 @@
-"""Run-wide test report: how much of the test time the notebooks took (CI prints it)."""
+"""Run-wide test set-up and report: the file order for xdist, a bytecode warm-up in a new venv, and
+how much of the test time the notebooks took (CI prints it)."""
 from __future__ import annotations
 
 import importlib.util
@@ -42,8 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
-# What nearly every worker, notebook kernel and torchrun rank imports, in two groups that share
-# no module (they are byte-compiled side by side).
+# What nearly every worker, notebook kernel and torchrun rank imports, in two groups byte-compiled
+# side by side: the torch side, and the Jupyter side without torch (a module both import, such as
+# numpy, may be compiled by both).
 WARM_IMPORTS = (
     "torch._dynamo, torch._functorch.aot_autograd, transformers.trainer, transformers.generation.utils, "
     "transformers.models.qwen3.modeling_qwen3, transformers.models.mistral.modeling_mistral, datasets",
@@ -64,7 +66,8 @@ def _bytecode_missing() -> bool:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """In a new environment, import what the test processes share once, before xdist starts its
     workers: otherwise each worker, kernel and rank that starts before the .pyc files exist
-    compiles torch and transformers again (measured: 140 s of CPU in a fresh venv)."""
+    compiles torch and transformers again (measured here: a fresh venv took 140 s more CPU than a
+    warm one; with this warm-up, 53 s less than without it)."""
     if hasattr(session.config, "workerinput") or not _bytecode_missing():
         return
     env = {**os.environ, "MPLBACKEND": "Agg"}
