@@ -136,8 +136,7 @@ def _kernel_ipython_dir(run_dir: Path) -> Path:
     """A private IPython folder for the run's kernels: the startup file above, history in memory
     (no sqlite file shared by kernels that start together), the user's own ~/.ipython untouched."""
     profile = run_dir / "ipython" / "profile_default"
-    for sub in ("startup", "security", "log", "pid", "db"):
-        (profile / sub).mkdir(parents=True)
+    (profile / "startup").mkdir(parents=True)   # IPython makes the rest, safely when kernels race
     (profile / "startup" / "00-neuronkit-test-gc.py").write_text(_KERNEL_STARTUP, encoding="utf-8")
     (profile / "ipython_kernel_config.py").write_text(
         'c.HistoryManager.hist_file = ":memory:"\n', encoding="utf-8")
@@ -153,9 +152,10 @@ def _start_kernel_keeping_stderr(start):
         for attempt in (1, 2):
             fd, name = tempfile.mkstemp(prefix="kernel-", suffix=".stderr",
                                         dir=os.environ.get("NEURONKIT_TEST_RUN_DIR"))
-            kwargs["stderr"] = os.fdopen(fd, "w")
             try:
-                return start(startup_timeout=startup_timeout, kernel_name=kernel_name, **kwargs)
+                with os.fdopen(fd, "w") as stderr:   # the kernel writes to its own copy
+                    return start(startup_timeout=startup_timeout, kernel_name=kernel_name,
+                                 **{**kwargs, "stderr": stderr})
             except RuntimeError as exc:
                 said = Path(name).read_text(encoding="utf-8", errors="replace")[-3000:]
                 if attempt == 2:
