@@ -7,6 +7,8 @@ kept. (A live dashboard generating in Voilà and JupyterLab: test_dashboard_brow
 from __future__ import annotations
 
 import importlib.util
+import threading
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -47,6 +49,27 @@ def test_missing_chromium_skips_or_fails_in_ci(monkeypatch):
     monkeypatch.setenv(REQUIRE_ENV, "1")
     with pytest.raises(pytest.fail.Exception, match="failure, not a skip"):
         require_browser()
+
+
+def test_a_browser_test_waits_for_chromiums_install_under_way(tmp_path, monkeypatch):
+    """.ci/run installs Chromium beside the Python install: a browser test that starts first
+    waits for the install's exit status; a failed install is a failure that says so."""
+    status = tmp_path / "chromium-install-status"
+    monkeypatch.setenv(_browser.INSTALL_ENV, str(status))
+    writer = threading.Timer(0.6, status.write_text, args=("0\n",))
+    writer.start()
+    start = time.monotonic()
+    _browser.wait_for_chromium_install(timeout_s=30)
+    assert status.exists() and time.monotonic() - start >= 0.5
+    writer.join()
+    status.write_text("100\n")
+    with pytest.raises(pytest.fail.Exception, match="install failed .*'100'"):
+        require_browser()
+    status.unlink()
+    with pytest.raises(pytest.fail.Exception, match="did not end within 0.2 s"):
+        _browser.wait_for_chromium_install(timeout_s=0.2)
+    monkeypatch.delenv(_browser.INSTALL_ENV)
+    _browser.wait_for_chromium_install(timeout_s=0)    # nothing under way: no wait
 
 
 @pytest.mark.parametrize("front_end", sorted(SERVER_PACKAGES))

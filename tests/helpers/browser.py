@@ -31,6 +31,10 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 REQUIRE_ENV = "NEURONKIT_REQUIRE_BROWSER"
+# .ci/run installs Chromium beside the Python install; when the install ends it writes apt-get's
+# exit status to the file this names, and a browser test waits for that file first
+INSTALL_ENV = "NEURONKIT_CHROMIUM_INSTALL_STATUS"
+INSTALL_WAIT_S = 900.0
 KERNEL_PID_FILE = "kernel.pid"     # a test notebook writes os.getpid() here (see stop_kernel)
 KERNEL_PID_CELL = ("import os\nfrom pathlib import Path\n"   # a test notebook's first cell
                    f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))")
@@ -50,9 +54,28 @@ ARTIFACTS_ENV = "NEURONKIT_TEST_OUTPUT"
 DEFAULT_ARTIFACTS = Path(__file__).resolve().parents[2] / "test-output"   # git ignores it
 
 
+def wait_for_chromium_install(timeout_s: float = INSTALL_WAIT_S) -> None:
+    """Where $NEURONKIT_CHROMIUM_INSTALL_STATUS names a file, wait until the install writes it;
+    fail if it says the install failed or does not come within ``timeout_s``."""
+    status_file = os.environ.get(INSTALL_ENV)
+    if not status_file:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(status_file):
+        if time.monotonic() > deadline:
+            pytest.fail(f"Chromium's install did not end within {timeout_s:g} s "
+                        f"(no {status_file}; {INSTALL_ENV} names it)")
+        time.sleep(0.5)
+    status = Path(status_file).read_text(encoding="utf-8").strip()
+    if status != "0":
+        pytest.fail(f"Chromium's install failed (apt-get exit status {status!r}, from {status_file})")
+
+
 def require_browser(front_end: str = "voila") -> None:
     """Skip (or, with NEURONKIT_REQUIRE_BROWSER=1, fail) when the browser stack is missing:
-    Chromium, Playwright, and the package serving ``front_end`` ('voila' or 'jupyterlab')."""
+    Chromium, Playwright, and the package serving ``front_end`` ('voila' or 'jupyterlab').
+    First waits for a Chromium install still under way (:func:`wait_for_chromium_install`)."""
+    wait_for_chromium_install()
     missing = []
     if not os.access(CHROMIUM, os.X_OK):
         missing.append(f"{CHROMIUM} not found (apt-get install -y chromium)")
