@@ -35,6 +35,8 @@ REQUIRE_ENV = "NEURONKIT_REQUIRE_BROWSER"
 # exit status to the file this names, and a browser test waits for that file first
 INSTALL_ENV = "NEURONKIT_CHROMIUM_INSTALL_STATUS"
 INSTALL_WAIT_S = 900.0
+# a widget that still says "Loading widget..." this long after its cell ran was lost on the way
+STUCK_LOADING_MS = 30_000
 KERNEL_PID_FILE = "kernel.pid"     # a test notebook writes os.getpid() here (see stop_kernel)
 KERNEL_PID_CELL = ("import os\nfrom pathlib import Path\n"   # a test notebook's first cell
                    f"_ = Path({KERNEL_PID_FILE!r}).write_text(str(os.getpid()))")
@@ -175,7 +177,44 @@ def jupyterlab(notebook_dir: Path, workdir: Path, env: dict[str, str], open_file
     if hasattr(os, "geteuid") and os.geteuid() == 0:   # a CI container's user
         cmd.append("--ServerApp.allow_root=True")
     with _serve(cmd, port, workdir, env, workdir / "jupyterlab.log", timeout_s) as log:
+        if open_file.endswith(".ipynb"):
+            start_notebook_kernel(port, token, open_file, env, timeout_s)
         yield f"http://127.0.0.1:{port}/lab/tree/{quote(open_file)}?token={token}", log
+
+
+def start_notebook_kernel(port: int, token: str, notebook: str, env: dict[str, str],
+                          timeout_s: float) -> None:
+    """Start ``notebook``'s session and kernel through the REST API and wait until the kernel
+    answers, before the page opens it: JupyterLab then connects to a running kernel (as when a
+    user reopens a notebook). Opened while the kernel starts, the first websocket can fail
+    (jupyter_server answers 500) and a widget's model is lost on the way."""
+    import urllib.error
+    import urllib.request
+
+    from jupyter_client import BlockingKernelClient
+
+    body = {"path": notebook, "name": notebook, "type": "notebook", "kernel": {"name": "python3"}}
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/sessions", data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                kernel_id = json.load(answer)["kernel"]["id"]
+            break
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    client = BlockingKernelClient(
+        connection_file=str(Path(env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{kernel_id}.json"))
+    client.load_connection_file()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=max(deadline - time.monotonic(), 1.0))
+    finally:
+        client.stop_channels()
 
 
 @contextlib.contextmanager
@@ -242,14 +281,20 @@ def _run_all_cells(page) -> None:
 
 def _rerun_if_a_widget_was_lost(page, shows, idle, timeout_ms: float) -> None:
     """When the kernel's first websocket fails (jupyter_server answers 500 while the kernel is
-    still starting), the widget's model can be lost on the way and the cell says "Error
-    displaying widget: model not found": JupyterLab's race, not the widget's. Run the cells once
-    more then; ``shows`` (the widget's locator) must appear."""
+    still starting), the widget's model can be lost on the way: the cell says "Error displaying
+    widget: model not found", or "Loading widget..." for good (the widget manager waits for a
+    model that never comes). JupyterLab's race, not the widget's. Run the cells once more then
+    (also when "Loading widget..." stays STUCK_LOADING_MS); ``shows`` (the widget's locator)
+    must appear."""
     from playwright.sync_api import expect
 
     lost = page.get_by_text("Error displaying widget")
-    expect(shows.or_(lost).first).to_be_visible(timeout=timeout_ms)
-    if lost.count() and not shows.count():
+    loading = page.get_by_text("Loading widget...")
+    expect(shows.or_(lost).or_(loading).first).to_be_visible(timeout=timeout_ms)
+    if loading.count() and not (shows.count() or lost.count()):
+        with contextlib.suppress(AssertionError):   # still loading then: lost as well
+            expect(shows.or_(lost).first).to_be_visible(timeout=STUCK_LOADING_MS)
+    if not shows.count():
         idle.wait_for(timeout=timeout_ms)
         _run_all_cells(page)
         expect(shows.first).to_be_visible(timeout=timeout_ms)
