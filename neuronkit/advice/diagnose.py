@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Iterable, Sequence
 
 from neuronkit.advice.breaks import failure_findings, graph_break_findings
-from neuronkit.advice.buckets import bucket_multiple
+from neuronkit.advice.buckets import BucketPrice, bucket_multiple
 from neuronkit.advice.finding import SEVERITIES, Advice
 from neuronkit.advice.limits import limit_findings
 from neuronkit.advice.neuron import fallback_findings, kernel_findings, neff_findings
@@ -30,6 +30,7 @@ from neuronkit.events.facts import as_events, function_labels
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.gc_pause import paused_gc
 from neuronkit.workloads.rank_groups import RankGroup
+from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S, DEFAULT_TOKEN_COST_S, checked_costs
 
 __all__ = ["FunctionMemo", "diagnose"]
 
@@ -40,10 +41,14 @@ FunctionMemo = dict[str, tuple[tuple[object, ...], CompileEvent, CompileEvent, l
 
 def diagnose(log: CompileLog | Iterable[CompileEvent], *, multiple_of: int | None = None,
              memo: FunctionMemo | None = None,
-             rank_groups: Sequence[RankGroup] | None = None) -> list[Advice]:
+             rank_groups: Sequence[RankGroup] | None = None,
+             compile_cost_s: float = DEFAULT_COMPILE_COST_S,
+             token_cost_s: float = DEFAULT_TOKEN_COST_S) -> list[Advice]:
     """Findings for a compile log (or a list of events), most severe first. Suggested buckets
     are multiples of ``multiple_of``: by default :func:`bucket_multiple` (64 on Neuron, 16
-    elsewhere); pass 1 for the exact lengths seen.
+    elsewhere); pass 1 for the exact lengths seen. They are ``nk.plan_buckets`` on the lengths
+    seen with ``compile_cost_s`` a graph and ``token_cost_s`` a padded token (the planner's own
+    defaults), and each finding states them.
 
     ``memo``: a dict kept by the caller between calls on one growing log (the dashboard's). A
     function whose events are the same as last time (count, first and last event, ranks) keeps
@@ -56,9 +61,10 @@ def diagnose(log: CompileLog | Iterable[CompileEvent], *, multiple_of: int | Non
         return [Advice("no compile events", "Nothing was compiled while recording: either no "
                        "torch.compile work ran, or every shape was already compiled.",
                        "", "info", {"events": 0})]
+    price = BucketPrice(*checked_costs(compile_cost_s, token_cost_s))
     with paused_gc():  # many containers, no cycles: see _gc.py
         found = _diagnose(events, multiple_of, getattr(log, "wall_time_s", None),
-                          {} if memo is None else memo)
+                          {} if memo is None else memo, price)
     if rank_groups:
         merged = log if isinstance(log, CompileLog) else CompileLog(events)
         head = found[:-1] + group_findings(merged, rank_groups)  # the timing finding stays last
@@ -68,22 +74,22 @@ def diagnose(log: CompileLog | Iterable[CompileEvent], *, multiple_of: int | Non
 
 
 def _function_findings(function: str, evs: list[CompileEvent], multiple: int, ranks: list[int],
-                       memo: FunctionMemo) -> list[Advice]:
+                       memo: FunctionMemo, price: BucketPrice, per_bucket: int) -> list[Advice]:
     """One function's limit hits, failures and shape findings; from ``memo`` when its events are
     the ones analysed last time (events are only ever appended, and the fields an update sets
     later, NEFF times, are not read here)."""
-    key = (len(evs), tuple(ranks), multiple)
+    key = (len(evs), tuple(ranks), multiple, price, per_bucket)
     kept = memo.get(function)
     if kept is not None and kept[0] == key and kept[1] is evs[0] and kept[2] is evs[-1]:
         return kept[3]
     found = (limit_findings(function, evs, ranks) + failure_findings(function, evs, ranks)
-             + shape_findings(function, evs, multiple, ranks))
+             + shape_findings(function, evs, multiple, ranks, price, per_bucket))
     memo[function] = key, evs[0], evs[-1], found
     return found
 
 
 def _diagnose(events: list[CompileEvent], multiple_of: int | None,
-              wall: float | None, memo: FunctionMemo) -> list[Advice]:
+              wall: float | None, memo: FunctionMemo, price: BucketPrice) -> list[Advice]:
     labels = function_labels(events)
     by_function: dict[str, list[CompileEvent]] = defaultdict(list)
     for e in events:
@@ -92,7 +98,10 @@ def _diagnose(events: list[CompileEvent], multiple_of: int | None,
     multiple = bucket_multiple(events) if multiple_of is None else multiple_of
     found = graph_break_findings(events, labels, ranks)
     for function, evs in by_function.items():
-        found += _function_findings(function, evs, multiple, ranks, memo)
+        # the prompt length of a [prefill] drives its [decode] graph too: two graphs a bucket
+        per_bucket = 2 if PREFILL in function and _decode_of(function) in by_function else 1
+        found += _function_findings(function, evs, multiple, ranks, memo, price, per_bucket)
+    found = _decode_follows_prefill(found)
     found += rank_findings(events, labels) + neff_findings(events) + kernel_findings(events)
     found += fallback_findings(events)
     graphs = {} if found else {f: graphs_per_rank(evs) for f, evs in by_function.items()}
@@ -105,3 +114,39 @@ def _diagnose(events: list[CompileEvent], multiple_of: int | None,
     # the timing finding comes last whatever its severity: it depends on the machine's speed,
     # so the shape findings above it keep their place from run to run
     return found + [compile_share(events, wall)]
+
+
+PREFILL, DECODE = "[prefill]", "[decode]"
+
+
+def _decode_of(function: str) -> str:
+    """``Model.forward[decode] (file:line)`` for ``Model.forward[prefill] (file:line)``."""
+    return function.replace(PREFILL, DECODE, 1)
+
+
+def _decode_follows_prefill(found: list[Advice]) -> list[Advice]:
+    """A decode graph's cache length is set from the prompt length: where the prefill of the same
+    function has a prompt-length finding, the decode's cache finding points to its buckets (one
+    cause, one fix) and says how the cache follows it (``prompt + 8``)."""
+    prompts = {a.numbers["function"]: a for a in found
+               if a.numbers.get("cause") == "the prompt length" and "buckets" in a.numbers}
+    out = []
+    for a in found:
+        prefill = prompts.get(a.numbers.get("function", "").replace(DECODE, PREFILL, 1))
+        if DECODE not in a.numbers.get("function", "") or prefill is None \
+                or a.numbers.get("cause") != "the prompt length":
+            out.append(a)
+            continue
+        lengths, caches = set(prefill.numbers["values"]), set(a.numbers["values"])
+        k = min(caches) - min(lengths)
+        how = f" (cache = prompt + {k} at every call)" if {c - k for c in caches} == lengths else ""
+        buckets = prefill.numbers["buckets"]
+        out.append(Advice(
+            a.title, a.detail + f" It follows the prompt length of {prefill.numbers['function']}"
+            f"{how}: the same cause, one fix.",
+            f"pad the prompts to the buckets of {prefill.numbers['function']}'s finding, "
+            f"nk.generate(..., buckets=nk.Buckets({buckets})): each bucket is one prefill and one "
+            f"decode graph", a.severity,
+            {**a.numbers, "follows_prefill": prefill.numbers["function"], "buckets_of": buckets,
+             "cache_offset": k if how else None}))
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuronkit.advice.buckets import bucket_finding
+from neuronkit.advice.buckets import BucketPrice, bucket_finding
 from neuronkit.advice.finding import Advice
 from neuronkit.advice.limits import ran_eager
 from neuronkit.advice.shapes import (
@@ -26,13 +26,16 @@ __all__ = ["shape_findings"]
 
 
 def shape_findings(function: str, events: list[CompileEvent], multiple_of: int,
-                    ranks: list[int]) -> list[Advice]:
-    """What varied between the graphs of one function (``function``: its label)."""
+                   ranks: list[int], price: BucketPrice = BucketPrice(),
+                   graphs_per_bucket: int = 1) -> list[Advice]:
+    """What varied between the graphs of one function (``function``: its label): one finding
+    per cause (``shapes.groups``); ``price`` and ``graphs_per_bucket`` price suggested buckets."""
     shaped = of_kind(events, *GRAPH_KINDS, "limit_hit")
     varied = series(shaped)
     graphs = graphs_of(events)
     generation = (is_generation(events[0].function, shaped, varied)
-                  or any(e.metrics.get("phase") for e in shaped))
+                  or any(e.metrics.get("phase") for e in shaped)
+                  or "[prefill]" in function or "[decode]" in function)
     found: list[Advice] = []
     grouped = groups(varied, {i for i, e in enumerate(shaped) if e.kind in GRAPH_KINDS})
     per_token = [g for g in grouped if g[0].role == "cache" and consecutive(g[0].distinct)]
@@ -49,7 +52,8 @@ def shape_findings(function: str, events: list[CompileEvent], multiple_of: int,
             found.append(_batch_change(function, group, shaped, graphs, generation))
         else:
             found.append(bucket_finding(function, group, graphs, multiple_of,
-                                        ran_eager(events, ranks)))
+                                        ran_eager(events, ranks), generation, price,
+                                        graphs_per_bucket))
     if per_token:
         found.append(_dynamic_cache(function, per_token, graphs))
     found += _python_scalars(function, shaped, graphs)
@@ -101,19 +105,24 @@ def _batch_change(function: str, group: list[Series], events: list[CompileEvent]
 
 
 def _cache_growth(function: str, group: list[Series], graphs: int) -> Advice:
+    """A static cache whose length changed: generate() sizes it from the prompt length, so the
+    cause is the prompt length; the cache gets no buckets of its own (``follow_prompts`` names
+    the prefill's finding where the log has one)."""
     s = group[0]
     values = s.distinct
     return Advice(
         f"{function}: the static cache length changed {count(len(values) - 1, 'time')} "
-        f"({listed([v for _, v in s.values])}) -> {graphs} graphs",
-        f"The cache length, {dims(group)}, took {len(values)} values: generate() sizes the "
-        f"static cache from the prompt length + max_new_tokens, so each new prompt length "
-        f"compiles a new decode graph.",
-        "fix the cache length per bucket: nk.generate(..., buckets=...) gives every bucket one "
+        f"({listed([v for _, v in s.values])}) -> {count(graphs, 'graph')}: it follows the "
+        f"prompt length",
+        f"The cache length, {dims(group)}, took {len(values)} values "
+        f"({span(values)}): generate() sizes the static cache from the "
+        f"prompt length + max_new_tokens, so each new prompt length compiles a new decode graph.",
+        "pad the prompts to a few lengths: nk.generate(..., buckets=...) gives every bucket one "
         "cache length (one decode graph per bucket); or keep one static cache of a fixed "
         "max_cache_len for all calls", "warning",
-        {"function": function, "input": s.name, "dim": s.dim, "values": values,
-         "distinct": len(values), "graphs": graphs})
+        {"function": function, "cause": "the prompt length", "input": s.name, "dim": s.dim,
+         "values": values, "distinct": len(values), "graphs": graphs,
+         "follows": [f"{x.name} dim {x.dim}" for x in group[1:]]})
 
 
 def _dynamic_cache(function: str, groups: list[list[Series]], graphs: int) -> Advice:

@@ -3,8 +3,9 @@
 The findings (``recompiles.py``, ``buckets.py``, ``limits.py``) word them; this module only
 counts and compares events. A merged log holds every rank's events, so counts are taken per rank.
 Every input dimension becomes a ``Series`` of the values it took, completed from the
-guard-failure reasons where the recorder saw no shapes; dimensions that changed together form one
-group (input_ids and attention_mask), each with a role: the batch size, a KV-cache length or a
+guard-failure reasons where the recorder saw no shapes; dimensions one cause moved together form
+one group (the prompt length: input_ids, position_ids, the mask, the cache length sized from it),
+led by the input the user controls, each with a role: the batch size, a KV-cache length or a
 sequence length.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain, compress
+from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Iterable
 
@@ -29,8 +30,9 @@ from neuronkit.sources.torch_text import (
     sole_mismatch_at,
 )
 
-__all__ = ["Series", "consecutive", "graphs_of", "graphs_per_rank", "groups", "is_generation",
-           "limit_value", "per_rank", "scalar_guards", "series"]
+__all__ = ["USER_INPUTS", "Series", "consecutive", "graphs_of", "graphs_per_rank", "groups",
+           "is_generation", "leader_rank", "limit_value", "offset", "per_rank", "scalar_guards",
+           "series"]
 
 
 def graphs_per_rank(events: list[CompileEvent]) -> int:
@@ -144,20 +146,48 @@ def _from_reasons(events: list[CompileEvent],
 
 
 def groups(found: dict[tuple[str, int], Series], graph_at: set[int]) -> list[list[Series]]:
-    """Varying dimensions grouped when they changed together (input_ids and attention_mask).
+    """Varying dimensions grouped by the cause that moved them: dims whose values changed at the
+    same graphs, each value of one always with the same value of the other (input_ids dim 1 and
+    the mask sized to prompt + max_new_tokens), are one group. The batch size stays apart. The
+    input the user controls leads its group (:func:`leader_rank`); the rest follow it.
 
     Only graph events decide the grouping: a limit hit's shapes may be known only in part.
     """
     grouped: dict[tuple[bool, tuple], list[Series]] = {}
     for s in found.values():
         if len(s.distinct) > 1:
-            at = map(graph_at.__contains__, map(itemgetter(0), s.values))  # -1: from a reason
-            together = tuple(compress(s.values, at)) if s.values[0][0] >= 0 else \
-                (s.values[0], *compress(s.values[1:], map(graph_at.__contains__,
-                                                          map(itemgetter(0), s.values[1:]))))
-            grouped.setdefault((s.role == "batch", together), []).append(s)
-    # a cache tensor leads its group: the masks sized to the cache follow it
-    return [sorted(g, key=lambda s: s.role != "cache") for g in grouped.values()]
+            at = [(i, v) for i, v in s.values if i in graph_at or i < 0]  # -1: from a reason
+            grouped.setdefault((s.role == "batch", _pattern(at)), []).append(s)
+    return [sorted(g, key=leader_rank) for g in grouped.values()]
+
+
+def _pattern(values: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Where a dim changed, as (event index, how many distinct values before this one): two
+    dims with one pattern move together, whatever their values."""
+    seen: dict[int, int] = {}
+    return tuple((i, seen.setdefault(v, len(seen))) for i, v in values)
+
+
+USER_INPUTS = ("input_ids", "inputs_embeds", "input_features", "input_values", "pixel_values")
+
+
+def leader_rank(s: Series) -> tuple[int, int]:
+    """How a dim ranks as its group's cause: an input the user passes (input_ids) first, then a
+    KV cache, then other inputs, and masks and positions (sized from the others) last."""
+    name = s.name.rsplit(".", 1)[-1]
+    if name in USER_INPUTS or s.name in USER_INPUTS:
+        return 0, s.dim
+    if s.role == "cache":
+        return 1, s.dim
+    follows = "mask" in s.name or "position" in s.name
+    return 2 + follows, s.dim
+
+
+def offset(leader: Series, follower: Series) -> int | None:
+    """``follower = leader + k`` at every graph: k, else None."""
+    theirs = dict(follower.values)
+    gaps = {theirs[i] - v for i, v in leader.values if i in theirs}
+    return gaps.pop() if len(gaps) == 1 else None
 
 
 def is_generation(function: str, events: list[CompileEvent],

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuronkit.advice.shapes import Series
+from neuronkit.advice.shapes import Series, leader_rank, offset
 
-__all__ = ["count", "dims", "listed", "span"]
+__all__ = ["cause", "count", "dims", "listed", "named", "span"]
 
 
 def count(n: int, noun: str) -> str:
@@ -26,10 +26,43 @@ def listed(values: list[Any], most: int = 12) -> str:
 
 
 def dims(group: list[Series]) -> str:
-    """A group of input dimensions that varied together: ``input_ids dim 1 (with
-    attention_mask dim 1)``, the first named, the rest counted past two."""
-    head = f"{group[0].name} dim {group[0].dim}"
-    rest = [f"{s.name} dim {s.dim}" for s in group[1:]]
-    if len(rest) > 2:
-        rest = [rest[0], f"{len(rest) - 1} more alike"]
-    return head + (f" (with {' and '.join(rest)})" if rest else "")
+    """A group of input dimensions one cause moved: ``input_ids dim 1 (with position_ids dim 1
+    and attention_mask dim 2); attention_mask dim 3 follows it (+32)``: those with the leader's
+    values named with it (counted past two), those sized from it (a cache length) after it."""
+    head, same, derived = group[0], [], []
+    for s in group[1:]:
+        k = offset(head, s)
+        if k == 0:
+            same.append(f"{s.name} dim {s.dim}")
+        else:
+            derived.append(f"{s.name} dim {s.dim}" + (f" ({k:+d})" if k is not None else ""))
+    if len(same) > 2:
+        same = [same[0], f"{len(same) - 1} more alike"]
+    if len(derived) > 2:
+        derived = [derived[0], f"{len(derived) - 1} more"]
+    text = f"{head.name} dim {head.dim}" + (f" (with {' and '.join(same)})" if same else "")
+    return text + (f"; {' and '.join(derived)} follow{'s' if len(derived) == 1 else ''} it"
+                   if derived else "")
+
+
+def named(group: list[Series], generation: bool) -> str:
+    """The cause with the dims it is seen in: ``the prompt length (input_ids dim 1)``, or the
+    dims alone where no cause has a name: ``x dim 1 (with mask dim 1)``."""
+    what = cause(group, generation)
+    head = group[0]
+    if what != f"{head.name} dim {head.dim}":
+        return f"{what} ({head.name} dim {head.dim})"
+    same = [f"{s.name} dim {s.dim}" for s in group[1:] if offset(head, s) == 0]
+    shown = same if len(same) <= 2 else [same[0], f"{len(same) - 1} more alike"]
+    return what + (f" (with {' and '.join(shown)})" if shown else "")
+
+
+def cause(group: list[Series], generation: bool) -> str:
+    """What the user controls behind a group: ``the prompt length`` (generation) or ``the
+    sequence length`` for dim 1 of input_ids, ``the cache length`` for a KV cache, else the dim."""
+    head = group[0]
+    if leader_rank(head)[0] == 0 and head.dim == 1:
+        return "the prompt length" if generation else "the sequence length"
+    if head.role == "cache":
+        return "the cache length"
+    return f"{head.name} dim {head.dim}"

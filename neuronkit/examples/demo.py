@@ -1,6 +1,7 @@
 """``neuronkit demo``: the same mixed-length workload generated naively, then with buckets.
 
-Prints the device and compile backend actually used, then the compile report of each run,
+Prints the device and compile backend actually used, then the compile report of each run (the
+bucketed run pads to the buckets the naive run's advice suggested),
 and a side-by-side comparison (:func:`side_by_side`, which notebook 03 prints too). On Neuron
 every number in it is measured: Dynamo's seconds, the NEFF (neuronx-cc) build seconds resolved at
 the recorder's safe points, and the run's wall time, never a projection. Off Neuron it adds a
@@ -17,9 +18,11 @@ from typing import TYPE_CHECKING
 from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S as NEURON_COMPILE_COST_S  # 60 s a graph
 
 if TYPE_CHECKING:
+    from neuronkit.advice.finding import Advice
     from neuronkit.log.compile_log import CompileLog
+    from neuronkit.workloads.shapes import Buckets
 
-__all__ = ["run_demo", "side_by_side", "NEURON_COMPILE_COST_S"]
+__all__ = ["run_demo", "side_by_side", "suggested_buckets", "NEURON_COMPILE_COST_S"]
 
 
 def _unwritable(out: Path, exc: BaseException) -> ValueError:
@@ -39,7 +42,8 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
     from neuronkit.setup.models import load_model, load_tokenizer
     from neuronkit.views.text import format_report
     from neuronkit.workloads.generation import generate
-    from neuronkit.workloads.shapes import plan_buckets
+    from neuronkit.advice.diagnose import diagnose
+    from neuronkit.workloads.shapes import Buckets
 
     if requests < 1:
         raise ValueError(f"--requests must be at least 1, got {requests}")
@@ -67,13 +71,13 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
           f"max_new_tokens={max_new_tokens}, one request at a time as they arrive")
 
     logs: dict[str, CompileLog] = {}
-    runs = {"naive": None, "bucketed": plan_buckets(lengths, max_buckets=3)}
     walls: dict[str, float] = {}
     tokens: dict[str, int] = {}
-    for name, buckets in runs.items():
+    buckets: Buckets | None = None
+    for name in ("naive", "bucketed"):
         torch.compiler.reset()  # each run starts with no compiled graphs
         title = "naive: pad each request to its own length" if buckets is None else \
-            f"bucketed: pad to {list(buckets)} (chosen by plan_buckets)"
+            f"bucketed: pad to {list(buckets)} (the buckets the naive run's advice suggested)"
         try:
             rec = CompileRecorder(log_path=out / f"{name}.jsonl", backend=report.compile_backend)
         except OSError as exc:
@@ -89,15 +93,29 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
         logs[name], walls[name] = rec.log, result.wall_s
         if isinstance(getattr(result, "new_tokens", None), int):  # (a stand-in generate: none)
             tokens[name] = result.new_tokens
+        advice = diagnose(rec.log)
         print(f"\n=== {title} ===")
-        print(format_report(rec.log))
+        print(format_report(rec.log, advice=advice))
         print(f"sample output: {result.texts[0]!r}")
+        if buckets is None:
+            buckets = suggested_buckets(advice, lengths)
 
     print("\n=== side by side ===")
     print("\n".join(side_by_side({name: (log, walls[name]) for name, log in logs.items()},
                                  on_neuron=report.device == "neuron", new_tokens=tokens or None)))
     print(f"\ncompile logs: {out}  (view with: neuronkit report {out / 'naive.jsonl'})")
     return 0
+
+
+def suggested_buckets(advice: list[Advice], lengths: list[int]) -> Buckets:
+    """The buckets the advice suggested for the prompt length (``nk.plan_buckets`` at the price
+    it states); where it suggested none (nothing recompiled), the longest prompt rounded to 16."""
+    from neuronkit.workloads.shapes import Buckets
+
+    for a in advice:
+        if a.numbers.get("cause") == "the prompt length" and a.numbers.get("buckets"):
+            return Buckets(a.numbers["buckets"])
+    return Buckets([-(-max(lengths) // 16) * 16])
 
 
 def _throughput(runs: Mapping[str, tuple[CompileLog, float]],

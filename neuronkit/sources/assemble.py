@@ -3,8 +3,9 @@
 The trace delivers, per compile, the input tensors with their sources, the guard-failure reasons,
 any graph-break reports and, last, the ``compilation_metrics`` record; a refused compile
 (recompile-limit hit) traces no inputs. :func:`assemble` classifies the compile (first,
-recompile, limit_hit, graph_break, failed), says what changed against the function's previous
-graph and updates that function's :class:`FunctionState`; :func:`break_events` gives the breaks a
+recompile, limit_hit, graph_break, failed) per function variant (``forward[prefill]`` and
+``forward[decode]`` each have a first graph), says what changed against the variant's previous
+graph and updates that variant's :class:`FunctionState`; :func:`break_events` gives the breaks a
 compiled frame resumed after; :func:`name_frame` names the compiled frame for people.
 """
 from __future__ import annotations
@@ -204,19 +205,23 @@ def describe_change(previous: dict[str, list] | None, shapes: dict[str, list],
 
 
 def _collapse(parts: list[str]) -> str:
-    """Group identical changes on many inputs (e.g. every KV-cache layer) into one phrase."""
-    if len(parts) <= 2:
-        return "; ".join(parts)
+    """Group the dims that made one change (``137 -> 115``: input_ids dim 1, position_ids dim 1,
+    the mask's dim 2; every KV-cache layer's dim 2) into one phrase, each dim named once."""
     groups: dict[str, list[str]] = {}
     for part in parts:
         name, sep, rest = part.partition(" dim ")
-        groups.setdefault(f"dim {rest}" if sep else part, []).append(name if sep else "")
+        dim, colon, change = rest.partition(": ")
+        if sep and colon:
+            groups.setdefault(change, []).append(f"{name} dim {dim}")
+        else:
+            groups.setdefault(part, [])
     out = []
     for change, names in groups.items():
-        if names[0] and len(names) > 1:
-            out.append(f"{names[0]} {change} (and {len(names) - 1} more inputs alike)")
-        else:
-            out.append(f"{names[0]} {change}" if names[0] else change)
+        if not names:
+            out.append(change)
+            continue
+        rest = names[1:] if len(names) <= 3 else [names[1], f"{len(names) - 2} more alike"]
+        out.append(f"{names[0]}: {change}" + (f" (with {' and '.join(rest)})" if rest else ""))
     return "; ".join(out)
 
 
@@ -269,6 +274,11 @@ def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
     elif cached == 0 or (cached is None and state.graphs == 0):
         kind = "first"  # also after torch._dynamo.reset()
         state.shapes, state.graphs = None, 0
+    elif state.graphs == 0:
+        # the first graph of this variant here (``forward[decode]`` after ``forward[prefill]``, or
+        # a code object compiled before recording began): Dynamo counts it a recompile of the code
+        # object; the variant's story starts here, so it is its ``first`` (the count is kept)
+        kind = "first"
     else:
         kind = "recompile"
     reasons, shapes = list(parts.reasons), dict(parts.inputs)
@@ -289,6 +299,8 @@ def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
     metrics: dict[str, Any] = {"dynamo": {k: m[k] for k in KEPT_METRICS
                                           if m.get(k) not in (None, [], "")}}
     metrics.update(_frame_metrics(name))
+    if kind == "first" and isinstance(cached, int) and cached > 0:
+        metrics["code_graphs_before"] = cached  # other variants' graphs, or earlier recordings
     if limit is not None:
         metrics["limit"] = {"name": limit["limit_type"], "value": limit["limit"]}
         if isinstance(limit["limit"], int) and limit["limit_type"] == "recompile_limit":

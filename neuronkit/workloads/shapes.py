@@ -22,7 +22,7 @@ DEFAULT_COMPILE_COST_S = 60.0
 # A workload served many times pays its padding every time: multiply by the expected repeats.
 DEFAULT_TOKEN_COST_S = 1e-3
 
-__all__ = ["Buckets", "plan_buckets", "plan_cost", "DEFAULT_COMPILE_COST_S",
+__all__ = ["Buckets", "checked_costs", "plan_buckets", "plan_cost", "DEFAULT_COMPILE_COST_S",
            "DEFAULT_TOKEN_COST_S", "MAX_LENGTH"]
 
 
@@ -101,7 +101,7 @@ class Buckets:
         return f"Buckets({list(self.boundaries)})"
 
 
-def _costs(compile_cost_s: Any, token_cost_s: Any) -> tuple[float, float]:
+def checked_costs(compile_cost_s: Any, token_cost_s: Any) -> tuple[float, float]:
     """Both costs as floats: finite numbers of seconds >= 0, else a clear error."""
     out = []
     for name, cost, default in (("compile_cost_s", compile_cost_s, DEFAULT_COMPILE_COST_S),
@@ -121,7 +121,7 @@ def plan_cost(lengths: Iterable[int], buckets: Buckets | Sequence[int],
               compile_cost_s: float = DEFAULT_COMPILE_COST_S,
               token_cost_s: float = DEFAULT_TOKEN_COST_S) -> float:
     """What :func:`plan_buckets` minimises: buckets x compile cost + padded tokens x token cost."""
-    compile_cost_s, token_cost_s = _costs(compile_cost_s, token_cost_s)
+    compile_cost_s, token_cost_s = checked_costs(compile_cost_s, token_cost_s)
     buckets = Buckets(buckets)
     return len(buckets) * compile_cost_s + buckets.padding(lengths) * token_cost_s
 
@@ -149,7 +149,7 @@ def plan_buckets(lengths: Iterable[int], max_buckets: int | None = None,
     step = _as_length(multiple_of, "multiple_of")
     if max_buckets is not None:
         max_buckets = _as_length(max_buckets, "max_buckets")
-    compile_cost_s, token_cost_s = _costs(compile_cost_s, token_cost_s)
+    compile_cost_s, token_cost_s = checked_costs(compile_cost_s, token_cost_s)
     compile_cost_s *= _as_length(graphs_per_bucket, "graphs_per_bucket")
 
     rounded = Counter(-(-n // step) * step for n in values)   # candidate boundary -> count

@@ -35,40 +35,53 @@ def length_log() -> CompileLog:
                                        for n in LENGTHS]))
 
 
-def test_varying_length_names_dimension_values_and_plan_buckets():
-    from neuronkit.advice.buckets import CALLS_PER_LENGTH, MAX_SUGGESTED_BUCKETS
-    from neuronkit.workloads.shapes import DEFAULT_TOKEN_COST_S, plan_buckets
+def test_varying_length_names_its_cause_and_equals_plan_buckets_at_the_stated_price():
+    from neuronkit.workloads.shapes import DEFAULT_COMPILE_COST_S, DEFAULT_TOKEN_COST_S, plan_buckets
 
     advices = diagnose(length_log())
-    a = find(advices, "input_ids dim 1")
+    a = find(advices, "the sequence length")
     assert a.severity == "warning"
     assert "took 7 values (12..240) -> 7 graphs" in a.title
-    assert "attention_mask dim 1" in a.title  # changed together: one finding, not two
-    assert a.numbers["values"] == sorted(LENGTHS)
+    assert "input_ids dim 1 (with attention_mask dim 1)" in a.detail  # one cause, one finding
+    assert a.numbers["values"] == sorted(LENGTHS) and a.numbers["lengths"] == sorted(LENGTHS)
     assert (a.numbers["min"], a.numbers["max"], a.numbers["graphs"]) == (12, 240, 7)
-    expected = list(plan_buckets(sorted(LENGTHS), max_buckets=MAX_SUGGESTED_BUCKETS,
-                                 token_cost_s=DEFAULT_TOKEN_COST_S * CALLS_PER_LENGTH,
-                                 multiple_of=16).boundaries)  # no device known: 16
-    assert a.numbers["buckets"] == expected and a.numbers["multiple_of"] == 16
-    assert str(expected) in a.fix and "max_length" in a.fix and "buckets" in a.fix
+    plan = a.numbers["plan"]
+    assert (plan["compile_cost_s"], plan["token_cost_s"]) == (DEFAULT_COMPILE_COST_S,
+                                                              DEFAULT_TOKEN_COST_S)
+    assert plan["multiple_of"] == 16 and plan["graphs_per_bucket"] == 1  # no device known: 16
+    expected = list(plan_buckets(sorted(LENGTHS), **plan).boundaries)
+    assert a.numbers["buckets"] == expected
+    assert f"compile priced at {DEFAULT_COMPILE_COST_S:g} s a graph" in a.detail
+    assert f"padding at {DEFAULT_TOKEN_COST_S:g} s a token" in a.detail
+    assert str(expected) in a.fix and "max_length" in a.fix
     assert f"longer than {expected[-1]} raises" in a.fix and "truncate='left'" in a.fix
-    assert not any("batch" in x.title for x in advices)
+    assert len(advices) == 2 and not any("batch" in x.title for x in advices)
 
 
-def test_bucket_suggestion_weighs_repeated_traffic_not_one_call_per_length():
-    # lengths 12..240 padded to 240 waste thousands of tokens on every call: worth a few graphs
-    buckets = find(diagnose(length_log()), "input_ids dim 1").numbers["buckets"]
-    assert 1 < len(buckets) <= 4 and buckets[-1] == 240
-    assert buckets == sorted(buckets)
+def test_bucket_suggestion_follows_the_price_passed():
+    # padding priced high (a workload served many times): worth a few graphs
+    a = find(diagnose(length_log(), token_cost_s=1.0), "the sequence length")
+    buckets = a.numbers["buckets"]
+    assert 1 < len(buckets) <= 4 and buckets[-1] == 240 and buckets == sorted(buckets)
+    assert a.numbers["plan"]["token_cost_s"] == 1.0 and "padding at 1 s a token" in a.detail
+    cheap = find(diagnose(length_log()), "the sequence length")  # the planner's default price
+    assert cheap.numbers["buckets"] == [240]
+
+
+def test_bad_prices_are_refused_with_the_name_of_the_argument():
+    with pytest.raises(ValueError, match="token_cost_s"):
+        diagnose(length_log(), token_cost_s=-1)
+    with pytest.raises(TypeError, match="compile_cost_s"):
+        diagnose(length_log(), compile_cost_s="60")
 
 
 def test_bucket_suggestion_weighs_lengths_by_how_often_they_were_seen():
     # 30 is seen in many events (limit hits included), 200 once: 30 earns a bucket of its own
     shapes = [{"input_ids": [1, n]} for n in (30, 200, 190)] + [{"input_ids": [1, 30]}] * 40
     events = graphs("forward", shapes)
-    a = find(diagnose(events), "input_ids dim 1")
+    a = find(diagnose(events, token_cost_s=0.1), "input_ids dim 1")
     assert 32 in a.numbers["buckets"] and a.numbers["buckets"][-1] == 208  # 30, 200 rounded up
-    assert "recur" in a.detail and "unavailable" not in a.detail
+    assert a.numbers["lengths"].count(30) == 41
 
 
 def test_last_partial_batch_suggests_drop_last():
@@ -265,7 +278,7 @@ def test_ranks_that_compiled_different_graphs_are_flagged():
     assert "rank 0 alone compiled 1" in a.detail and "16" in a.detail
     same = graphs("forward", [a_shape], rank=0) + graphs("forward", [a_shape], rank=1)
     advices = diagnose(make_log(same))
-    assert not any("ranks" in x.title for x in advices)
+    assert not any("ranks compiled different" in x.title for x in advices)
     assert find(advices, "shapes are static")  # one graph per function on each rank
 
 
@@ -653,3 +666,55 @@ def test_a_varying_1d_input_is_a_length_not_the_batch_size():
     assert a.numbers["values"] == sorted(lengths) and a.numbers["buckets"]
     assert "buckets" in a.fix
     assert not any("batch" in x.title.lower() for x in advices)
+
+
+def prefill_decode_log(prompts: list[int], extra: int = 32) -> CompileLog:
+    """What plain per-request generation records: per prompt length a prefill graph (input_ids,
+    positions, a mask of prompt x cache) and a decode graph (a static cache of prompt + extra)."""
+    events = []
+    for n in prompts:
+        cache = n + extra
+        events.append(CompileEvent(function="M.forward[prefill]", location="m.py:1", input_shapes={
+            "input_ids": [1, n], "position_ids": [1, n], "attention_mask": [1, 1, n, cache]}))
+        events.append(CompileEvent(function="M.forward[decode]", location="m.py:1", input_shapes={
+            "input_ids": [1, 1], "position_ids": [1, 1], "attention_mask": [1, 1, 1, cache],
+            **{f"cache.layers[{i}].{kv}": [1, 2, cache, 16] for i in range(2) for kv in ("keys", "values")}}))
+    for i, e in enumerate(events):
+        e.kind, e.started_at, e.duration_s = ("first" if i < 2 else "recompile"), 100.0 + i, 0.5
+    return make_log(events)
+
+
+DEMO_PROMPTS = [137, 115, 47, 104, 114, 124, 126, 3, 107, 31, 117]
+
+
+def test_one_cause_one_finding_per_function_and_no_buckets_for_a_cache_length():
+    from neuronkit.workloads.shapes import plan_buckets
+
+    advices = diagnose(prefill_decode_log(DEMO_PROMPTS))
+    shape = [a for a in advices if a.numbers.get("function", "").startswith("M.forward")]
+    assert [a.numbers["function"] for a in shape] == ["M.forward[prefill]", "M.forward[decode]"]
+    prefill, decode = shape
+    assert prefill.numbers["cause"] == decode.numbers["cause"] == "the prompt length"
+    assert "the prompt length (input_ids dim 1) took 11 values (3..137) -> 11 graphs" in prefill.title
+    assert "attention_mask dim 3 (+32) follows it" in prefill.detail
+    # the suggestion is the planner's answer on the prompt lengths, at the stated price
+    assert prefill.numbers["lengths"] == sorted(DEMO_PROMPTS)
+    assert prefill.numbers["plan"]["graphs_per_bucket"] == 2  # each bucket: a prefill + a decode
+    assert prefill.numbers["buckets"] == list(plan_buckets(DEMO_PROMPTS, **prefill.numbers["plan"]))
+    # the decode's cache length follows the prompt length: no buckets of its own
+    assert "buckets" not in decode.numbers and decode.numbers["buckets_of"] == prefill.numbers["buckets"]
+    assert "cache = prompt + 32" in decode.detail
+    assert f"nk.Buckets({prefill.numbers['buckets']})" in decode.fix
+    every_bucket = [b for a in advices for b in a.numbers.get("buckets", [])]
+    caches = {n + 32 for n in DEMO_PROMPTS}
+    assert not any("attention_mask dim 3" in a.title for a in advices)
+    assert every_bucket == prefill.numbers["buckets"], "a cache length got buckets of its own"
+    assert caches  # (the cache lengths: never a finding's buckets)
+
+
+def test_a_price_passed_to_diagnose_reaches_the_prompt_finding_and_its_decode():
+    advices = diagnose(prefill_decode_log(DEMO_PROMPTS), token_cost_s=1.0)
+    prefill = find(advices, "forward[prefill]")
+    decode = find(advices, "forward[decode]")
+    assert len(prefill.numbers["buckets"]) > 1
+    assert decode.numbers["buckets_of"] == prefill.numbers["buckets"]

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from neuronkit.apps.cli import main
+from neuronkit.log.compile_log import CompileLog
 
 
 @pytest.fixture
@@ -118,6 +119,39 @@ def test_demo_off_neuron_projects_the_neuron_compile_cost(no_neuron, quick_demo,
     naive = next(ln for ln in table.splitlines() if ln.startswith("naive"))
     # execution (5 s wall - 2 s compiling) + 2 graphs at the assumed Neuron compile cost
     assert naive.split()[-1] == f"{5.0 - 2.0 + 2 * NEURON_COMPILE_COST_S:.1f}"
+
+
+def test_demo_buckets_with_what_its_own_advice_suggested(no_neuron, monkeypatch, tmp_path,
+                                                         tiny_model_path, capsys):
+    """The naive run's advice suggests buckets for the prompt length (nk.plan_buckets at the
+    stated price); the bucketed run pads to exactly those, and says where they came from."""
+    from types import SimpleNamespace
+
+    import neuronkit.setup.models
+    import neuronkit.workloads.generation
+    from neuronkit.advice.diagnose import diagnose
+    from neuronkit.events.event import CompileEvent
+
+    used = []
+
+    def fake_generate(model, tok, prompts, *, buckets, recorder, **kw):
+        used.append(buckets)
+        for i, n in enumerate([5, 40, 90] if buckets is None else [max(buckets)]):
+            recorder.log.append(CompileEvent(
+                function="M.forward[prefill]", kind="first" if i == 0 else "recompile",
+                input_shapes={"input_ids": [1, n], "attention_mask": [1, 1, n, n + 8]},
+                duration_s=1.0, started_at=100.0 + i))
+        return SimpleNamespace(wall_s=5.0, texts=["a reply"])
+
+    monkeypatch.setattr(neuronkit.setup.models, "load_model", lambda *a, **k: object())
+    monkeypatch.setattr(neuronkit.workloads.generation, "generate", fake_generate)
+    assert main(["demo", "--requests", "3", "--model", str(tiny_model_path),
+                 "--log-dir", str(tmp_path / "logs")]) == 0
+    naive = CompileLog.load(tmp_path / "logs" / "naive.jsonl")
+    finding = next(a for a in diagnose(naive) if a.numbers.get("cause") == "the prompt length")
+    assert used[0] is None and list(used[1]) == finding.numbers["buckets"]
+    out = capsys.readouterr().out
+    assert f"bucketed: pad to {finding.numbers['buckets']} (the buckets the naive run's advice" in out
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ def test_change_text():
         "self.cfg: a different object"
     many = {f"k{i}": [1, 8] for i in range(4)}
     assert describe_change({k: [1, 4] for k in many}, many, []) == \
-        "k0 dim 1: 4 -> 8 (and 3 more inputs alike)"
+        "k0 dim 1: 4 -> 8 (with k1 dim 1 and 2 more alike)"
 
 
 def test_first_recompile_limit_hit_and_failure():
@@ -202,3 +202,36 @@ def test_a_bound_method_wrapper_and_plain_frames():
                                            "kwargs": {}}, ())
     assert method.function == "forward[decode]" and method.raw == "forward"
     assert name_frame(forward.__code__, None, None).function == "forward"
+
+
+def test_the_first_graph_of_each_variant_is_first_and_compares_with_its_own_variant():
+    """``forward[prefill]`` and ``forward[decode]`` share one code object: Dynamo counts the first
+    decode graph a recompile of it; per variant it is the decode's first graph. A later prefill
+    graph says what changed against the last prefill graph, not against the decode between."""
+    prefill_name = FrameName("M.forward[prefill]", "m.py:1", phase="prefill")
+    decode_name = FrameName("M.forward[decode]", "m.py:1", phase="decode")
+    prefill, decode = FunctionState(), FunctionState()
+    mismatch = "0/{}: tensor 'L['input_ids']' size mismatch at index 1. expected {}, actual {}"
+    p1 = assemble(TracedParts(inputs={"input_ids": [1, 137]}), {"accumulated_cache_size": 0},
+                  None, prefill, prefill_name, 8)
+    d1 = assemble(TracedParts(inputs={"input_ids": [1, 1]}, reasons=[mismatch.format(0, 137, 1)]),
+                  {"accumulated_cache_size": 1}, None, decode, decode_name, 8)
+    p2 = assemble(TracedParts(inputs={"input_ids": [1, 115]},
+                              reasons=[mismatch.format(1, 1, 115), mismatch.format(0, 137, 115)]),
+                  {"accumulated_cache_size": 2}, None, prefill, prefill_name, 8)
+    d2 = assemble(TracedParts(inputs={"input_ids": [1, 1], "k": [1, 2, 147, 16]},
+                              reasons=[mismatch.format(2, 115, 1)]),
+                  {"accumulated_cache_size": 3}, None, decode, decode_name, 8)
+    assert [e.kind for e in (p1, d1, p2, d2)] == ["first", "first", "recompile", "recompile"]
+    assert d1.changed == "" and d1.metrics["code_graphs_before"] == 1  # said, not a recompile
+    assert p2.changed == "input_ids dim 1: 137 -> 115"  # against the last prefill graph
+    assert "1 ->" not in p2.changed and d2.changed == "k: new input [1, 2, 147, 16]"
+    assert [e.graph_count for e in (p1, d1, p2, d2)] == [1, 2, 3, 4]  # the code object's graphs
+
+
+def test_a_graph_of_code_compiled_before_recording_is_a_first_graph_here():
+    state = FunctionState()  # a new recorder: this function never seen
+    e = assemble(TracedParts(inputs={"x": [2, 9]}, reasons=[
+        "0/0: tensor 'L['x']' size mismatch at index 1. expected 3, actual 9"]),
+        {"accumulated_cache_size": 2}, None, state, F, 8)
+    assert e.kind == "first" and e.metrics["code_graphs_before"] == 2 and e.graph_count == 3
