@@ -18,8 +18,8 @@ import msgspec
 from neuronkit.events.event import FIELDS, GRAPH_KINDS, CompileEvent
 
 __all__ = ["NUMBER_FIELDS", "TEXT_FIELDS", "as_events", "compile_seconds", "function_labels",
-           "graphs", "in_start_order", "neff_seconds", "number", "of_kind", "readable",
-           "shape_key", "short_label", "text_of", "total_seconds"]
+           "graphs", "in_start_order", "is_synthetic", "neff_seconds", "number", "of_kind",
+           "readable", "shape_key", "short_label", "synthetic_reason", "text_of", "total_seconds"]
 
 
 def graphs(events: Iterable[CompileEvent]) -> int:
@@ -243,3 +243,25 @@ def readable(events: Iterable[CompileEvent], contents: bool = False) -> list[Com
                    if (new := _read(name, old := getattr(e, name), start)) is not old}
         out.append(dataclasses.replace(e, **changed) if changed else e)
     return out
+
+
+def synthetic_reason(header: Any) -> str:
+    """Why a log's events are no measurement ("" when nothing says so): its header's
+    ``synthetic`` is true, or its ``torch_neuronx`` names neuronkit's test fake (the fake
+    reports the real snapshot's version, 0.1.0, so only a header that says "fake" tells)."""
+    if not isinstance(header, dict):
+        return ""
+    reasons = []
+    flag = header.get("synthetic")
+    if flag is True or (isinstance(flag, str) and flag.strip().lower() in ("true", "yes")):
+        reasons.append('the header says "synthetic": true')
+    neuronx = header.get("torch_neuronx")
+    if isinstance(neuronx, str) and ("neuron_fake" in neuronx
+                                     or neuronx.strip().lower().startswith("fake")):
+        reasons.append("torch_neuronx is neuronkit's test fake")
+    return "; ".join(reasons)
+
+
+def is_synthetic(header: Any) -> bool:
+    """Whether a log's header says its events are no measurement (:func:`synthetic_reason`)."""
+    return bool(synthetic_reason(header))

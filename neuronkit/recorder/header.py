@@ -14,8 +14,9 @@ __all__ = ["default_header", "detected"]
 def default_header(device: str = "", backend: str = "", **extra: Any) -> dict[str, Any]:
     """The header line: format, versions, device and backend."""
     versions: dict[str, Any] = {"neuronkit": __version__}
-    for name in ("torch", "transformers", "torch_neuronx"):
-        versions[name] = setup_device.package_version(name.replace("_", "-"))
+    for name in ("torch", "transformers"):
+        versions[name] = setup_device.package_version(name)
+    versions["torch_neuronx"] = setup_device.torch_neuronx_version()
     return {"format": FORMAT, "version": FORMAT_VERSION, **versions,
             "device": device, "backend": backend, **extra}
 

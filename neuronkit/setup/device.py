@@ -30,9 +30,24 @@ __all__ = ["detect", "resolve_device", "DeviceReport", "NeuronNotFoundError",
            "DeviceFallbackWarning", "neuronx_installed", "neuronx_is_native", "loaded_neuronx",
            "import_neuronx",
            "cpu_backend", "CPU_BACKEND_ENV", "DEFAULT_CPU_BACKEND", "neuronx_build_defaults",
-           "STACK_NAMES"]
+           "STACK_NAMES", "torch_neuronx_version"]
 # Finding, the instance and version checks and their constants live in neuron_stack.py,
 # package_version and module_installed in packages.py; they stay importable from here
+
+
+def torch_neuronx_version() -> str | None:
+    """The installed torch-neuronx's version; for a ``torch_neuronx`` module imported without a
+    package behind it, what it is: ``fake (tests/neuron_fake) 0.1.0`` for neuronkit's test fake
+    (its ``__file__`` says so), else the version with ``(no package metadata)``."""
+    version = package_version("torch-neuronx")
+    module = sys.modules.get("torch_neuronx")
+    if version is not None or module is None:
+        return version
+    found = str(getattr(module, "__version__", "?"))
+    if str(getattr(module, "__file__", "")).startswith("<neuron_fake"):
+        return f"fake (tests/neuron_fake) {found}"
+    return f"{found} (no package metadata)"
+
 
 STACK_NAMES = {"native": "native torch-neuronx (device 'neuron', torch.compile backend 'neuron')",
                "xla": "XLA-based torch-neuronx (device 'xla'; no 'neuron' device)"}

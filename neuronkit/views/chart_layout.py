@@ -22,8 +22,8 @@ from neuronkit.events.facts import short_label
 from neuronkit.safe import strip_control
 
 __all__ = ["KeyEntry", "LegendEntries", "fit_layout", "heaviest", "legend_label", "plain_label",
-           "KEY_COLOURS", "LABEL_CHARS", "LEGEND_FONT", "LIMIT_COLOUR", "MARK_GREY", "PALETTE",
-           "TITLE_FONT"]
+           "KEY_COLOURS", "KEY_SYMBOLS", "LABEL_CHARS", "LEGEND_FONT", "LIMIT_COLOUR", "MARK_GREY",
+           "PALETTE", "TITLE_FONT"]
 
 T = TypeVar("T")
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -39,13 +39,21 @@ LEGEND_SHARE = 0.4  # the most of a figure's width its legend takes
 TITLE_FONT = 10.0
 # a figure of its own: room (inches) for the y tick labels and label, the x ones, the title
 _LEFT_IN, _BOTTOM_IN, _TOP_IN, _GAP_IN = 0.75, 0.55, 0.4, 0.1
+_TWO_LINE_FONT = 8.0  # the largest font of a title on two lines (they fit _TOP_IN)
+
+
+# a chart marker (matplotlib's name, filled or not) as the character a key shows for it: every
+# marker the charts draw (``charts.MARKS``, the circles of first compiles and recompiles)
+KEY_SYMBOLS = {("o", True): "●", ("o", False): "○", ("v", True): "▼", ("D", True): "◆",
+               ("P", True): "✚", ("|", False): "|", ("x", False): "✕", ("X", True): "✖"}
 
 
 @dataclass(frozen=True)
 class KeyEntry:
     """One row of a chart's key, for a view that draws the key itself (the dashboard's HTML):
-    ``marker`` is matplotlib's (``o``, ``D``, ``|``, ``x``, ``X``), ``label`` plain text; a
-    ``function`` row (or rank) has a ``weight``, its graphs, the other rows are the marks."""
+    ``marker`` is matplotlib's (``o``, ``v``, ``D``, ``P``, ``|``, ``x``, ``X``), ``filled`` as
+    drawn, ``label`` plain text; a ``function`` row (or rank) has a ``weight``, its graphs, the
+    other rows are the marks."""
 
     label: str
     colour: str
@@ -53,6 +61,12 @@ class KeyEntry:
     filled: bool = True
     function: bool = False
     weight: int = 0
+
+    @property
+    def symbol(self) -> str:
+        """The character of the mark the chart draws (``KEY_SYMBOLS``; a dot for a marker the
+        charts never draw)."""
+        return KEY_SYMBOLS.get((self.marker, self.filled), "●")
 
 
 def plain_label(label: str) -> str:
@@ -161,9 +175,23 @@ def fit_layout(fig: figure.Figure, ax: Axes, title: Text, entries: LegendEntries
     fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
                         top=1 - top / height)
     centre = left + (width - left - right) / 2  # the title is centred over the axes
-    room_px = 2 * (min(centre, width - centre) - _GAP_IN) * dpi
+    _fit_title(title, 2 * (min(centre, width - centre) - _GAP_IN) * dpi, renderer)
+
+
+def _fit_title(title: Text, room_px: float, renderer: RendererBase) -> None:
+    """A title wider than ``room_px``: on two lines (its first ", " a line break; in at most
+    ``_TWO_LINE_FONT``: both fit the top margin) where one would need a smaller font, then
+    shrunk until it fits (text does not narrow in proportion to its size; 5 points at least)."""
     extent = title.get_window_extent(renderer).width
-    if extent > room_px:
-        title.set_fontsize(max(title.get_fontsize() * room_px / extent, 5.0))
+    text, size = title.get_text(), title.get_fontsize()
+    if extent > room_px and size * room_px / extent < _TWO_LINE_FONT and ", " in text:
+        title.set_text(text.replace(", ", "\n", 1))
+        title.set_fontsize(min(size, _TWO_LINE_FONT))
+        extent = title.get_window_extent(renderer).width
+    for _ in range(4):
+        if extent <= room_px or title.get_fontsize() <= 5.0:
+            return
+        title.set_fontsize(max(title.get_fontsize() * room_px / extent * 0.98, 5.0))
+        extent = title.get_window_extent(renderer).width
 
 

@@ -33,7 +33,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 from matplotlib.transforms import IdentityTransform
 
 from neuronkit.events.event import CompileEvent
-from neuronkit.events.facts import as_events, readable
+from neuronkit.events.facts import as_events, readable, synthetic_reason
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.views.chart_data import (
     XLABELS,
@@ -44,6 +44,7 @@ from neuronkit.views.chart_data import (
     mark_label,
     padded_limits,
     positions,
+    seconds_title,
     timeline_data,
 )
 from neuronkit.views.chart_layout import (
@@ -123,8 +124,9 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     events = readable(as_events(log))
     own_axes = ax is None  # on a caller's (possibly shared) axes, leave the limits to them
     fig, ax = figure_axes(ax, figsize)
+    mark = _synthetic_mark(log)
     if not events:
-        return _empty(fig, ax, "Compile timeline", own_axes)
+        return _empty(fig, ax, mark + "Compile timeline", own_axes)
     data = timeline_data(events, x, by)
     if data.log_y:
         ax.set_yscale("log")
@@ -142,7 +144,7 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     if isinstance(fig, Figure):
         fig.key = key
     entries = LegendEntries(functions, marked)
-    title = _label_timeline(ax, data, events, x)
+    title = _label_timeline(ax, data, events, x, mark)
     if own_axes:
         fit_layout(fig, ax, title, entries if legend else None)
     elif legend:
@@ -201,7 +203,7 @@ def _draw_marks(ax: Axes, data: TimelineData,
         marked.append(scatter_points(ax, data.xs[keep], plotted[keep], marker=marker, s=size,
                                      color=colour, label=label,
                                      zorder=5 if kind == "limit_hit" else 4))
-        key.append(KeyEntry(label, colour, marker, marker in "DX"))
+        key.append(KeyEntry(label, colour, marker, MarkerStyle(marker).is_filled()))  # as drawn
         if kind == "limit_hit":
             _note_limit_hits(ax, data, plotted, idx)
     return marked, key
@@ -219,8 +221,16 @@ def _note_limit_hits(ax: Axes, data: TimelineData, ys: np.ndarray, hits: np.ndar
                 textcoords="offset points", color=LIMIT_COLOUR, fontsize=8)
 
 
-def _label_timeline(ax: Axes, data: TimelineData, events: list[CompileEvent], x: str) -> Text:
-    """Axis labels, ticks, grid and the title (how many events, seconds, NEFF builds)."""
+def _synthetic_mark(log: object) -> str:
+    """``SYNTHETIC · `` before the title of a chart of a log whose header says it is no
+    measurement (``synthetic_reason``), else ""."""
+    return "SYNTHETIC · " if synthetic_reason(getattr(log, "header", None)) else ""
+
+
+def _label_timeline(ax: Axes, data: TimelineData, events: list[CompileEvent], x: str,
+                    mark: str = "") -> Text:
+    """Axis labels, ticks, grid and the title: ``mark``, how many events, the seconds by source
+    (``seconds_title``)."""
     ax.set_xlabel(XLABELS[x])
     seconds = "compile seconds (+ NEFF)" if any(e.neff_compile_s for e in events) else \
         "compile seconds"
@@ -228,9 +238,9 @@ def _label_timeline(ax: Axes, data: TimelineData, events: list[CompileEvent], x:
     ax.xaxis.set_major_locator(MaxNLocator(TICKS, integer=x == "call"))
     if not data.log_y:
         ax.yaxis.set_major_locator(MaxNLocator(TICKS))
-    neff, noun = float(data.builds.sum()), "event" if len(events) == 1 else "events"
-    title = ax.set_title(f"Compile timeline: {len(events)} {noun}, {data.totals.sum():.1f} s compiling"
-                         + (f" (NEFF builds {neff:.1f} s)" if neff else ""), fontsize=TITLE_FONT,
+    noun = "event" if len(events) == 1 else "events"
+    title = ax.set_title(f"{mark}Compile timeline: {len(events)} {noun}, {seconds_title(data, events)}",
+                         fontsize=TITLE_FONT,
                          y=1.0)  # placed, not found by measuring the axes' decorations per draw
     ax.grid(True, alpha=0.3)
     return title
@@ -275,7 +285,7 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     own_axes = ax is None
     fig, ax = figure_axes(ax, figsize)
     if not events:
-        return _empty(fig, ax, f"Graphs per {by}", own_axes)
+        return _empty(fig, ax, f"{_synthetic_mark(log)}Graphs per {by}", own_axes)
     xs = positions(np.array([e.started_at for e in events], dtype=float), x).tolist()
     end = xs[-1] if x == "call" else max(xs)
     lines, hits = graph_steps(events, xs, by)
@@ -298,7 +308,7 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     ax.set_ylim(0, max(counts.max() * 1.12, counts.max() + 1))
     ax.yaxis.set_major_locator(MaxNLocator(TICKS, integer=True))
     ax.xaxis.set_major_locator(MaxNLocator(TICKS, integer=x == "call"))
-    title = ax.set_title(f"Graphs per {by}", fontsize=TITLE_FONT)
+    title = ax.set_title(f"{_synthetic_mark(log)}Graphs per {by}", fontsize=TITLE_FONT)
     ax.grid(True, alpha=0.3)
     if own_axes:
         ax.set_xlim(padded_limits(np.asarray(xs)))

@@ -15,13 +15,16 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from neuronkit.events.event import CompileEvent
-from neuronkit.events.facts import as_events, function_labels, readable
+from neuronkit.events.facts import as_events, function_labels, readable, synthetic_reason
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import strip_control
 
 __all__ = ["write_chrome_trace"]
 
 _HTML_SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+# the header fields a trace's metadata (``otherData``) repeats
+HEADER_KEYS = ("neuronkit", "torch", "transformers", "torch_neuronx", "device", "backend",
+               "description")
 
 
 def _name(value: Any) -> str:
@@ -65,7 +68,12 @@ def write_chrome_trace(log: CompileLog | Iterable[CompileEvent],
     One process per rank, one thread row per function; times are relative to the first event.
     On Neuron each graph's NEFF build is a second slice, on a "neuronx-cc" row, starting when
     Dynamo handed it over (the worker may have started it later: a queue is not recorded).
+    The trace's metadata (``otherData``) holds the log header's versions, device, backend and
+    description, and ``synthetic`` (with ``synthetic_reason``); a synthetic log's processes are
+    named ``rank N (SYNTHETIC)`` and labelled so.
     """
+    header = log.header if isinstance(log, CompileLog) and isinstance(log.header, dict) else {}
+    synthetic = synthetic_reason(header)
     events = readable(as_events(log))
     t0 = min((_number(e.started_at) for e in events), default=0.0)
     labels = function_labels(events)
@@ -103,10 +111,15 @@ def write_chrome_trace(log: CompileLog | Iterable[CompileEvent],
                 "args": _clean({"seq": e.seq, "neff_cache": e.neff_cache, "context": e.context})})
     for rank in sorted({_pid(e.rank) for e in events}):
         trace.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0,
-                      "args": {"name": f"rank {rank}"}})
+                      "args": {"name": f"rank {rank}" + (" (SYNTHETIC)" if synthetic else "")}})
+        if synthetic:
+            trace.append({"name": "process_labels", "ph": "M", "pid": rank, "tid": 0,
+                          "args": {"labels": "SYNTHETIC, not measured"}})
+    meta = _clean({k: header[k] for k in HEADER_KEYS if isinstance(header.get(k), (str, int, float))})
+    meta.update(synthetic=bool(synthetic), synthetic_reason=synthetic or None)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}, allow_nan=False,
-                      ensure_ascii=True)
+    text = json.dumps({"traceEvents": trace, "displayTimeUnit": "ms", "otherData": meta},
+                      allow_nan=False, ensure_ascii=True)
     out.write_text(text.translate(_HTML_SAFE), encoding="utf-8")
     return out

@@ -194,9 +194,6 @@ def graph_counts_html(log: CompileLog) -> str:
             + f'</tr></thead><tbody>{body}</tbody></table>')
 
 
-# a chart marker (matplotlib's name) as a character; a hollow circle for an unfilled "o"
-KEY_MARKS = {("o", True): "●", ("o", False): "○", ("D", True): "◆", ("|", False): "|",
-             ("x", False): "✕", ("X", True): "✖"}
 KEY_FUNCTIONS = 12  # the most functions the key lists (the heaviest, in order)
 _KEY_CLASSES = {colour: f"nk-key-c{i}" for i, colour in enumerate(KEY_COLOURS)}
 
@@ -214,7 +211,7 @@ def chart_key_html(entries: Iterable[KeyEntry], most: int = KEY_FUNCTIONS) -> st
 
 
 def _key_row(e: KeyEntry) -> str:
-    mark = KEY_MARKS.get((e.marker, e.filled), "●")
+    mark = e.symbol  # the mark the chart draws
     colour = _KEY_CLASSES.get(e.colour, _KEY_CLASSES[MARK_GREY])
     return (f'<div title="{html_attr(e.label)}"><span class="nk-key-mark {colour}">'
             f'{mark}</span>{html_text(e.label)}</div>')

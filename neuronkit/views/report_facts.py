@@ -1,20 +1,21 @@
 """What the reports need of a whole log, read in one pass (first start, labels, ranks, kinds,
-seconds), and which events a report shows under its ``limit``."""
+seconds by source, the busiest rank), which events a report shows under its ``limit``, and how
+the reports name the seconds (``seconds_text``) and a synthetic log (``synthetic_text``)."""
 from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from neuronkit.events.event import CompileEvent
-from neuronkit.events.facts import as_events, function_labels, readable
+from neuronkit.events.facts import as_events, function_labels, readable, synthetic_reason
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.open import open_log
 from neuronkit.views.text_layout import clean
 
 __all__ = ["DEFAULT_LIMIT", "ReportFacts", "as_log", "check_limit", "header_field", "rank_ranges",
-           "readable_log", "report_facts", "shown"]
+           "ranks_text", "readable_log", "report_facts", "seconds_text", "shown", "synthetic_text"]
 
 DEFAULT_LIMIT = 50  # events a report shows: the most recent ones
 
@@ -65,9 +66,14 @@ class ReportFacts:
     ranks: list[Any]  # ints in a well-formed log
     neuron: bool
     kinds: Counter[str]
-    compile_s: float
+    compile_s: float  # every event's duration_s: Dynamo's, and the eager-kernel builds
     neff_s: float
     share: float | None  # compile + NEFF seconds of the busiest rank / wall time
+    dynamo_s: float = 0.0  # Dynamo's tracing and lowering: compile_s less the kernel builds
+    kernel_s: float = 0.0  # eager-kernel builds (the ``kernels`` events' duration_s)
+    kernel_by_label: dict[str, float] = field(default_factory=dict)  # per function label
+    busiest: tuple[Any, float] | None = None  # the rank that compiled longest, its seconds
+    synthetic: str = ""  # why the log is no measurement (``synthetic_reason``), else ""
 
 
 def report_facts(log: CompileLog) -> ReportFacts:
@@ -77,8 +83,9 @@ def report_facts(log: CompileLog) -> ReportFacts:
     pairs: dict[tuple[str, str], None] = {}
     per_rank: dict[Any, float] = defaultdict(float)
     kinds: dict[str, int] = defaultdict(int)
+    kernels: dict[tuple[str, str], float] = defaultdict(float)
     neuron = False
-    compile_s = neff_s = 0.0
+    compile_s = neff_s = dynamo_s = 0.0
     for e in log.events:  # the one pass: keep it lean (100k events)
         if e.started_at < t0:
             t0 = e.started_at
@@ -86,14 +93,50 @@ def report_facts(log: CompileLog) -> ReportFacts:
         kinds[e.kind] += 1
         seconds, neff = float(e.duration_s or 0.0), e.neff_s
         compile_s += seconds
+        if e.kind == "kernels":
+            kernels[e.function, e.location] += seconds
+        else:
+            dynamo_s += seconds
         neff_s += neff
         if e.neff_compile_s is not None or e.neff_cache is not None:
             neuron = True
         per_rank[e.rank] += seconds + neff
     labels = function_labels([CompileEvent(function=f, location=loc) for f, loc in pairs])
-    share = max(per_rank.values(), default=0.0) / log.wall_time_s if log.wall_time_s else None
-    return ReportFacts(0.0 if t0 == float("inf") else t0, labels, sorted(per_rank, key=_rank_key),
-                       neuron, Counter(kinds), compile_s, neff_s, share)
+    ranks = sorted(per_rank, key=_rank_key)
+    busiest = max(((r, per_rank[r]) for r in ranks), key=lambda rs: rs[1], default=None)
+    share = busiest[1] / log.wall_time_s if log.wall_time_s and busiest else None
+    by_label: dict[str, float] = defaultdict(float)
+    for key, seconds in kernels.items():
+        by_label[labels[key]] += seconds
+    return ReportFacts(0.0 if t0 == float("inf") else t0, labels, ranks, neuron, Counter(kinds),
+                       compile_s, neff_s, share, dynamo_s, sum(kernels.values()), dict(by_label),
+                       busiest, synthetic_reason(log.header))
+
+
+def seconds_text(facts: ReportFacts, digits: int = 2) -> str:
+    """The compile seconds, each named by its source: ``3.17 s Dynamo compile + 214.0 s NEFF
+    builds + 16.40 s eager-kernel builds`` (NEFF on Neuron, kernels where any were built)."""
+    text = f"{facts.dynamo_s:.{digits}f} s Dynamo compile"
+    if facts.neuron:
+        text += f" + {facts.neff_s:.1f} s NEFF builds"
+    if facts.kernel_s:
+        text += f" + {facts.kernel_s:.{digits}f} s eager-kernel builds"
+    return text
+
+
+def ranks_text(facts: ReportFacts, digits: int = 2) -> str:
+    """For several ranks, which seconds are whose: ``seconds summed over ranks 0,1; busiest
+    rank 1: 25.70 s (...)``; "" for one rank."""
+    if len(facts.ranks) < 2 or facts.busiest is None:
+        return ""
+    rank, seconds = facts.busiest
+    return (f"seconds summed over ranks {rank_ranges(facts.ranks)}; busiest rank {clean(rank)}: "
+            f"{seconds:.{digits}f} s (the share of wall and compile-time finding count it)")
+
+
+def synthetic_text(reason: str) -> str:
+    """How a report names a log that is no measurement (``reason``: ``synthetic_reason``)."""
+    return f"SYNTHETIC, not measured: {clean(reason)}" if reason else ""
 
 
 def _rank_key(rank: Any) -> tuple[int, int, str]:

@@ -34,10 +34,15 @@ def report_data(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str
                 summary: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report as JSON-ready data (``neuronkit report --json``): raw values, not cut.
 
-    Keys: format, version, logs, device, backend, ranks, wall_time_s, compile_s, neff_s,
-    share_of_wall, counts {events, shown, not_shown, graphs, kinds, advice}, worst_severity,
-    summary (``CompileLog.summary`` rows), advice [{severity, title, detail, fix, numbers}],
-    events (the shown ones: ``CompileEvent`` fields plus ``t_s`` and ``label``).
+    Keys: format, version, logs, synthetic (true for a log whose header says it is no
+    measurement), synthetic_reason (why, or null), device, backend, ranks, wall_time_s,
+    compile_s (every event's ``duration_s``: dynamo_s + kernel_s), dynamo_s (Dynamo's tracing
+    and lowering), kernel_s (eager-kernel builds), neff_s (NEFF builds), busiest_rank {rank,
+    seconds} (the rank that compiled longest, all sources: what share_of_wall is of; the
+    others sum all ranks), share_of_wall, counts {events, shown, not_shown, graphs, kinds,
+    advice}, worst_severity, summary (``CompileLog.summary`` rows), advice [{severity, title,
+    detail, fix, numbers}], events (the shown ones: ``CompileEvent`` fields plus ``t_s`` and
+    ``label``).
     """
     recorded = as_log(log)
     check_limit(limit)
@@ -51,9 +56,13 @@ def report_data(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str
     return {
         "format": REPORT_FORMAT, "version": REPORT_VERSION,
         "logs": [str(recorded.path)] if recorded.path else [],
+        "synthetic": bool(facts.synthetic), "synthetic_reason": facts.synthetic or None,
         "device": header_field(log, "device"), "backend": header_field(log, "backend"),
         "ranks": facts.ranks, "wall_time_s": log.wall_time_s, "compile_s": facts.compile_s,
-        "neff_s": facts.neff_s, "share_of_wall": facts.share,
+        "dynamo_s": facts.dynamo_s, "kernel_s": facts.kernel_s, "neff_s": facts.neff_s,
+        "busiest_rank": None if facts.busiest is None else {"rank": facts.busiest[0],
+                                                            "seconds": facts.busiest[1]},
+        "share_of_wall": facts.share,
         "counts": {"events": len(log.events), "shown": len(events),
                    "not_shown": len(log.events) - len(events),
                    "graphs": sum(facts.kinds[k] for k in GRAPH_KINDS), "kinds": kinds,

@@ -577,3 +577,25 @@ def test_a_default_recorder_claims_no_backend_the_code_did_not_use(tmp_path, com
     told = nk.CompileRecorder(tmp_path / "told.jsonl", backend="inductor")
     assert told.log.header["backend"] == "inductor"
     told.log.release()
+
+
+def test_a_log_recorded_under_the_test_fake_says_synthetic(fake_neuron, tmp_path):
+    """The fake has no package metadata: the header names it, and every view reads that as
+    synthetic (a log of the fake must never pass for a Trainium measurement)."""
+    from neuronkit.events.facts import is_synthetic
+    from neuronkit.views.text import format_report
+
+    with nk.CompileRecorder(log_path=tmp_path / "fake.jsonl") as rec:
+        pass
+    header = CompileLog.load(tmp_path / "fake.jsonl").header
+    assert header["torch_neuronx"] == "fake (tests/neuron_fake) 0.1.0" and is_synthetic(header)
+    assert "SYNTHETIC" in format_report(rec.log).splitlines()[0]
+
+
+def test_a_log_recorded_without_torch_neuronx_is_not_synthetic(tmp_path):
+    from neuronkit.events.facts import is_synthetic
+
+    with nk.CompileRecorder(log_path=tmp_path / "cpu.jsonl"):
+        pass
+    header = CompileLog.load(tmp_path / "cpu.jsonl").header
+    assert header["torch_neuronx"] is None and not is_synthetic(header)

@@ -35,7 +35,7 @@ from neuronkit.apps.dashboard.following import Following
 from neuronkit.apps.dashboard.inputs import REPLAY_REASON
 from neuronkit.apps.dashboard.runs import Runs, read_uploads, snapshot
 from neuronkit.apps.dashboard.session import Session
-from neuronkit.apps.dashboard.status import StatusLine
+from neuronkit.apps.dashboard.status import StatusLine, synthetic_note
 from neuronkit.apps.dashboard.worker import Worker
 from neuronkit.events.event import CompileEvent
 from neuronkit.log.compile_log import CompileLog
@@ -187,6 +187,7 @@ class DashboardState(HasTraits):
             self.advice = list(diagnose(log, memo=self._advice_memo.setdefault(log, {})))
             self._advice_key = key
         self.event_count = len(log.events)
+        self.status_line.log_note = synthetic_note(log.header)  # a synthetic log says so
 
     # -- listening to the session's recorder ----------------------------------------------------
     def _listen(self, change: Any = None) -> None:
