@@ -167,8 +167,9 @@ def _table_html(table: EventTable, note: str, sortable: bool) -> str:
 
 
 def graph_counts_html(log: CompileLog) -> str:
-    """Graphs per function (from ``log.summary()``), limit hits and compile seconds; what an
-    event holds that is no number counts nothing."""
+    """Graphs per function (from ``log.summary()``), limit hits and seconds, each column named
+    by its source (Dynamo, NEFF builds, eager-kernel builds); what an event holds that is no
+    number counts nothing."""
     log = readable_log(log)
     rows = log.summary(shapes=False)
     if not rows:
@@ -176,21 +177,29 @@ def graph_counts_html(log: CompileLog) -> str:
     total = sum(r["graphs"] for r in rows)
     neuron = any(e.neff_compile_s is not None or e.neff_cache is not None for e in log.events)
     kernels = sum(r["kernels"] for r in rows)
+    kernel_s = sum(r["compile_s"] for r in rows if r["kernels"])  # a kernels row: build seconds
+
+    def seconds(r: dict) -> str:
+        dynamo = "" if r["kernels"] and not r["graphs"] else _number(r["compile_s"], ".1f")
+        return (f'<td>{dynamo}</td>'
+                + (f'<td class="nk-neff">{_number(r["neff_s"], ".1f")}</td>' if neuron else "")
+                + (f'<td>{_number(r["kernels"], "d") if r["kernels"] else ""}</td>'
+                   f'<td>{_number(r["compile_s"], ".1f") if r["kernels"] else ""}</td>'
+                   if kernels else ""))
     body = "".join(
         f'<tr><td>{html_text(r["function"])}</td>'
         f'<td class="nk-count">{_number(r["graphs"], "d")}</td>'
         f'<td class="{"nk-bad" if r["limit_hits"] else ""}">{_number(r["limit_hits"], "d")}</td>'
-        f'<td>{_number(r["compile_s"], ".1f")}</td>'
-        + (f'<td class="nk-neff">{_number(r["neff_s"], ".1f")}</td>' if neuron else "")
-        + (f'<td>{_number(r["kernels"], "d") if r["kernels"] else ""}</td>' if kernels else "")
-        + "</tr>" for r in rows)
+        + seconds(r) + "</tr>" for r in rows)
     neff = f" + {_number(log.total_neff_s, '.1f')} s NEFF builds" if neuron else ""
-    more = f", {_number(kernels, 'd')} eager kernel(s)" if kernels else ""
+    more = (f" + {_number(kernel_s, '.1f')} s eager-kernel builds ({_number(kernels, 'd')} "
+            f"kernel(s))" if kernels else "")
+    dynamo_s = log.total_compile_s - kernel_s
     return (f'<div class="nk-section"><span class="nk-total-graphs">{_number(total, "d")}</span>'
-            f' graph(s), {_number(log.total_compile_s, ".1f")} s compiling{neff}{more}</div>'
+            f' graph(s), {_number(dynamo_s, ".1f")} s Dynamo compile{neff}{more}</div>'
             '<table class="nk-table"><thead><tr><th>function</th><th>graphs</th>'
-            '<th>limit hits</th><th>compile s</th>' + ("<th>NEFF s</th>" if neuron else "")
-            + ("<th>kernels</th>" if kernels else "")
+            '<th>limit hits</th><th>Dynamo s</th>' + ("<th>NEFF s</th>" if neuron else "")
+            + ("<th>kernels</th><th>kernel s</th>" if kernels else "")
             + f'</tr></thead><tbody>{body}</tbody></table>')
 
 

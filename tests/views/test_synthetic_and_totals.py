@@ -234,3 +234,18 @@ def test_a_long_title_stays_inside_the_dashboard_chart():
         box = title.get_window_extent(fig.canvas.get_renderer())
         assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1, title.get_text()
         assert title.get_text().replace("\n", ", ").startswith("SYNTHETIC · Compile timeline: ")
+
+
+def test_the_dashboards_graph_counts_name_each_seconds_source():
+    """The panel's header and columns keep Dynamo, NEFF and eager-kernel seconds apart (it said
+    "X s compiling" over a "compile s" column that held the kernels' build seconds too)."""
+    from helpers.paths import ROOT
+    from neuronkit.views.html import graph_counts_html
+
+    log = CompileLog.load(ROOT / "notebooks" / "data" / "sample_neuron_log.jsonl")
+    page = graph_counts_html(log)
+    kernel_s = sum(float(e.duration_s) for e in log.events if e.kind == "kernels")
+    assert "s compiling" not in page and "<th>compile s</th>" not in page
+    assert "<th>Dynamo s</th>" in page and "<th>kernel s</th>" in page
+    assert f"{log.total_compile_s - kernel_s:.1f} s Dynamo compile" in page
+    assert f"{kernel_s:.1f} s eager-kernel builds" in page
