@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "generate": "workloads.generation", "GenerationResult": "workloads.generation",
     "BatchProgress": "workloads.progress", "UnboundedCacheError": "workloads.static_cache",
     "LeftPaddingError": "workloads.padding_check",
+    "EagerForwardWarning": "workloads.generate_eager",
     "warmup": "workloads.warm_up", "WarmupManifest": "workloads.warm_up",
     "compile_config": "workloads.generate_settings",
     "fixed_shape_args": "workloads.trainer_args", "CompileEventsCallback": "workloads.training",
@@ -79,6 +80,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .workloads.distributed import launch
     from .workloads.generate_settings import compile_config
     from .workloads.generation import GenerationResult, generate
+    from .workloads.generate_eager import EagerForwardWarning
     from .workloads.padding_check import LeftPaddingError
     from .workloads.progress import BatchProgress
     from .workloads.shape_audit import ShapeAudit, audit_shapes

@@ -25,6 +25,7 @@ from neuronkit.advice.ranks import group_findings, rank_findings
 from neuronkit.advice.recompiles import shape_findings
 from neuronkit.advice.shapes import graphs_per_rank
 from neuronkit.advice.timing import compile_share
+from neuronkit.advice.uncompiled import uncompiled_findings
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import as_events, function_labels
 from neuronkit.log.compile_log import CompileLog
@@ -104,6 +105,7 @@ def _diagnose(events: list[CompileEvent], multiple_of: int | None,
     found = _decode_follows_prefill(found)
     found += rank_findings(events, labels) + neff_findings(events) + kernel_findings(events)
     found += fallback_findings(events)
+    found += uncompiled_findings(events)
     graphs = {} if found else {f: graphs_per_rank(evs) for f, evs in by_function.items()}
     if not found and all(n <= 1 for n in graphs.values()):
         found.append(Advice(

@@ -45,6 +45,7 @@ from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.file_lock import LogPathInUseError
 from neuronkit.setup.decode_graphs import codes_at_limit, compile_again
 from neuronkit.setup.device import loaded_neuronx
+from neuronkit.workloads.generate_eager import is_uncompiled
 from neuronkit.workloads.neff_builds import neff_built, neff_counts, neff_lines
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,9 +59,15 @@ LIMITS: tuple[str, ...] = ("max_graphs", "max_recompiles", "max_compile_s", "max
 _REFUSED = ("limit_hit", "eager_fallback")  # graphs the code asked for and torch refused
 
 
+def _refused(e: CompileEvent) -> bool:
+    """A graph torch refused (a limit hit, calls run eager past it); a forward transformers never
+    compiled asked for no graph (its advice says so: ``advice/uncompiled.py``)."""
+    return e.kind in _REFUSED and not is_uncompiled(e)
+
+
 _COUNTED: dict[str, Callable[[CompileEvent], bool]] = {
-    "max_graphs": lambda e: e.kind in GRAPH_KINDS or e.kind in _REFUSED,
-    "max_recompiles": lambda e: e.kind == "recompile" or e.kind in _REFUSED,
+    "max_graphs": lambda e: e.kind in GRAPH_KINDS or _refused(e),
+    "max_recompiles": lambda e: e.kind == "recompile" or _refused(e),
     "max_compile_s": lambda e: e.total_s > 0,
     "max_graph_breaks": lambda e: e.kind == "graph_break",
     "max_failures": lambda e: e.kind == "failed",
@@ -79,7 +86,7 @@ def _refused_graphs(events: list[CompileEvent]) -> int:
     for e in events:
         if e.kind == "limit_hit":
             hits[e.function, e.location] += 1
-        elif e.kind == "eager_fallback":
+        elif e.kind == "eager_fallback" and not is_uncompiled(e):
             eager[e.function, e.location].add(shape_key(e))
     return sum(max(hits[key], len(eager[key])) for key in {*hits, *eager})
 

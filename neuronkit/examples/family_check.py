@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuronkit.examples.any_family import NotATextDecoder, TinyBuildError, first_line, tiny_causal_lm
+from neuronkit.workloads.generate_eager import is_uncompiled
 
 __all__ = ["MEANINGS", "OUTCOMES", "SIX_PROMPTS", "FamilyOutcome", "check_family", "markdown_report"]
 
@@ -117,7 +118,8 @@ def _compare(reference: list[list[int]], result: Any, tokenizer: Any) -> str:
 
 def _unbounded(result: Any) -> str:
     """'' when the call stayed within its plan, else what went past it."""
-    over = [e.kind for e in result.events if e.kind in ("limit_hit", "eager_fallback")]
+    over = [e.kind for e in result.events if e.kind in ("limit_hit", "eager_fallback")
+            and not is_uncompiled(e)]   # a forward transformers never compiled: result.eager_reason
     if result.graphs > result.planned_graphs:
         return f"{result.graphs} graphs compiled, {result.planned_graphs} planned"
     if over or result.eager_calls:
@@ -151,7 +153,8 @@ def _run_checked(model: Any, tokenizer: Any, prompts: Sequence[str], buckets: Se
         return "differs", differs + (f"; also {unbounded}" if unbounded else ""), graphs, planned
     if unbounded:
         return "unbounded", unbounded, graphs, planned
-    return "holds", "", graphs, planned
+    eager = getattr(result, "eager_reason", "")
+    return "holds", (f"ran eager, not compiled: {eager}" if eager else ""), graphs, planned
 
 
 def check_family(model_type: str, *, tokenizer: Any = None, prompts: Sequence[str] = SIX_PROMPTS,

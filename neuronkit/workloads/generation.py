@@ -19,6 +19,14 @@ from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import compile_seconds, graphs, total_seconds
 from neuronkit.recorder.recorder import CompileRecorder
 from neuronkit.setup.models import pad_token_id
+from neuronkit.workloads.generate_eager import (
+    ForwardChoices,
+    Uncompiled,
+    eager_reason,
+    nothing_compiled,
+    record_uncompiled,
+    warn_eager,
+)
 from neuronkit.workloads.generate_plan import (
     DEFAULT_BATCH_SIZE,
     GenerationPlan,
@@ -28,6 +36,8 @@ from neuronkit.workloads.generate_plan import (
     plan_generation,
     positive,
 )
+from neuronkit.workloads.generate_rows import FirstTokenClock as _FirstTokenClock
+from neuronkit.workloads.generate_rows import left_padded, until_eos
 from neuronkit.workloads.generate_settings import (
     CallSettings,
     call_settings,
@@ -69,6 +79,7 @@ class GenerationResult:
     planned_graphs: int = 0          # the most graphs the call could compile (prefill + decode)
     recompile_limit: LimitFit | None = None   # what was done to torch's limit (None: nothing)
     eager_calls: int = 0             # decode calls torch ran uncompiled (after a limit hit)
+    eager_reason: str = ""           # why transformers (or torch) compiled no forward: '' if it did
     full_layers: int = 0             # sliding-window cache layers given full length
     forecast_kernels: int = 0        # eager kernels native Neuron would compile (a CPU forecast)
     eager_ops: int = 0               # op calls of the model run eagerly (forecast_kernels=True)
@@ -82,6 +93,12 @@ class GenerationResult:
         if len(self.texts) != 1:
             raise ValueError(f"{len(self.texts)} texts: use .texts")
         return self.texts[0]
+
+    @property
+    def ran_eager(self) -> bool:
+        """A compiling call ran some forward uncompiled: :attr:`eager_reason`, or calls past the
+        recompile limit (:attr:`eager_calls`)."""
+        return bool(self.eager_reason) or self.eager_calls > 0
 
     @property
     def graphs(self) -> int:
@@ -116,6 +133,7 @@ class GenerationResult:
         shape = repr(self.buckets) if self.buckets is not None else "no buckets"
         fit, kernels = self.recompile_limit, self.forecast_kernels
         notes = [str(fit) if fit is not None and fit.limit > fit.limit_before else "",
+                 f"forward ran EAGER, not compiled: {self.eager_reason}" if self.eager_reason else "",
                  f"{self.eager_calls} decode calls ran EAGER (recompile limit)" if self.eager_calls else "",
                  f"forecast: {kernels} eager kernels on Neuron" if kernels else "",
                  f"{self.eager_ops} eager op calls of the model" if self.eager_ops else ""]
@@ -129,40 +147,6 @@ class GenerationResult:
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('ch') else 's'}"
-
-
-class _FirstTokenClock:
-    """Logits processor that notes when the first new token's logits exist (end of prefill).
-
-    On any device but CPU the logits may not be computed yet (CUDA is asynchronous, Neuron
-    lazy), so it reads one value back first, which waits for them."""
-
-    def __init__(self) -> None:
-        self.at: float | None = None
-
-    def __call__(self, input_ids, scores):
-        if self.at is None:
-            if scores.device.type != "cpu":
-                float(scores[0, 0])  # forces the prefill to finish on an async or lazy device
-            self.at = time.perf_counter()
-        return scores
-
-
-def _left_padded(rows: list[tuple[int, ...]], width: int, pad_id: int):
-    """(input_ids, attention_mask) CPU tensors of shape (len(rows), width), padded on the left."""
-    import torch
-
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for r, row in enumerate(rows):
-        input_ids[r, width - len(row):] = torch.tensor(row, dtype=torch.long)
-        mask[r, width - len(row):] = 1
-    return input_ids, mask
-
-
-def _until_eos(new: list[int], eos: set[int]) -> list[int]:
-    """The new tokens of a row up to and including its first eos (the padding after it dropped)."""
-    return new[:next((k + 1 for k, t in enumerate(new) if t in eos), len(new))]
 
 
 def _label(rec: CompileRecorder, n: int, batch: PlannedBatch, bucketed: bool) -> str:
@@ -185,6 +169,7 @@ class _BatchRunner:
         self.output_ids: list[Any] = [None] * len(plan.token_ids)
         self.timings: list[BatchTiming] = []
         self.eager_calls = self.full_layers = 0
+        self.choices, self.uncompiled = ForwardChoices(model), list[Uncompiled]()
         self.allowed = allowed_graphs(plan.batches) if plan.planned_graphs else None
 
     def run(self, on_batch: Callable[[BatchProgress], Any] | None,
@@ -228,10 +213,14 @@ class _BatchRunner:
                                         compile_s=compile_seconds(self.rec.events[seen:])))
         with self.rec.context(label):
             if self.plan.planned_graphs:
-                self.eager_calls += record_eager_batch(
-                    self.rec, self.model, seen, (batch.rows, batch.bucket, batch.cache_len),
-                    steps=out.shape[1] - batch.bucket - 1, backend=self.settings.backend,
-                    started_at=time.time() - (time.perf_counter() - t0))
+                key, steps = (batch.rows, batch.bucket, batch.cache_len), out.shape[1] - batch.bucket - 1
+                started, backend = time.time() - (time.perf_counter() - t0), self.settings.backend
+                self.eager_calls += record_eager_batch(self.rec, self.model, seen, key, steps=steps,
+                                                       backend=backend, started_at=started)
+                found = self.choices.take() or [u for u in [nothing_compiled(
+                    self.model, self.rec.events[seen:])] if u is not None]
+                self.uncompiled += record_uncompiled(self.rec, self.model, found, key, batch.prefill,
+                                                     steps, backend, started)
             self.rec.safe_point()  # on Neuron: NEFF build times, this batch's eager kernels
             checkpoint(self.forecast)  # forecast_kernels=True: this batch's, as one event
         if watch is not None:
@@ -254,8 +243,8 @@ class _BatchRunner:
         """A batch's own keywords: left-padded rows, a fresh static cache, the first-token clock."""
         from transformers import LogitsProcessorList
 
-        input_ids, mask = _left_padded([self.plan.token_ids[i] for i in batch.row_prompts],
-                                       batch.bucket, self.settings.pad_id)
+        input_ids, mask = left_padded([self.plan.token_ids[i] for i in batch.row_prompts],
+                                      batch.bucket, self.settings.pad_id)
         cache, self.full_layers = bounded_static_cache(self.model, batch.cache_len,
                                                        refuse_unbounded=self.settings.compile)
         clock = _FirstTokenClock()
@@ -272,7 +261,7 @@ class _BatchRunner:
 
         total = 0
         for r, i in enumerate(batch.prompts):
-            new = _until_eos(out[r, batch.bucket:].tolist(), self.settings.eos)
+            new = until_eos(out[r, batch.bucket:].tolist(), self.settings.eos)
             total += len(new)
             self.output_ids[i] = torch.tensor([*self.plan.token_ids[i], *new], dtype=torch.long)
             self.texts[i] = self.tokenizer.decode(new, skip_special_tokens=True)
@@ -280,15 +269,18 @@ class _BatchRunner:
 
     def result(self, wall_s: float, fit: LimitFit | None, stopped: bool) -> GenerationResult:
         new_tokens = sum(t.new_tokens for t in self.timings)
+        events = list(self.rec.events[self.first_event:])
+        warn_eager(self.model, self.uncompiled, events)
         return GenerationResult(
             texts=self.texts, output_ids=self.output_ids, timings=self.timings,
             tokens_per_s=new_tokens / wall_s if wall_s > 0 else 0.0,
             padding_waste=self.plan.padding_waste(len(self.timings)),
-            events=list(self.rec.events[self.first_event:]), buckets=self.plan.buckets,
+            events=events, buckets=self.plan.buckets,
             wall_s=wall_s, device=str(self.model.device), backend=self.settings.backend,
             batch_size=self.plan.batch_size, new_tokens=new_tokens,
             planned_graphs=self.plan.planned_graphs, recompile_limit=fit,
-            eager_calls=self.eager_calls, full_layers=self.full_layers,
+            eager_calls=self.eager_calls, eager_reason=eager_reason(self.uncompiled),
+            full_layers=self.full_layers,
             forecast_kernels=self.forecast.kernels if self.forecast else 0,
             eager_ops=self.forecast.calls if self.forecast else 0, stopped=stopped,
             batches_done=len(self.timings), batches=len(self.plan.batches))
@@ -354,7 +346,10 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     from which decode continues on the same cache: at most two graphs per (batch size, bucket),
     nothing of the model's forward left eager. ``prefill="eager"``: transformers' own uncompiled
     prefill (the seed's recipe; on Neuron every op of it compiles a kernel per new shape). Other
-    keywords go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``).
+    keywords go to ``model.generate`` (e.g. ``do_sample``, ``eos_token_id``). A compiling call
+    whose forward transformers (or torch) did not compile says so (``generate_eager.py``):
+    ``result.ran_eager`` and ``result.eager_reason``, an ``eager_fallback`` event per batch and
+    phase with ``metrics["not_compiled"]`` (cause, reason), and one ``EagerForwardWarning``.
 
     Refused with the reason and the fix: a model whose output left padding changes, before
     anything is padded (:class:`~neuronkit.LeftPaddingError`, checked once per model), cache
@@ -395,6 +390,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
         fit = scope.enter_context(call_limit(model, plan.planned_graphs, rec,
                                              fit=fit_recompile_limit))
         scope.enter_context(prefill_masks(model, any(b.prefill for b in plan.batches)))
+        scope.enter_context(runner.choices.watching(on=bool(plan.planned_graphs)))
         stopped = runner.run(on_batch, stop)
     return runner.result(time.perf_counter() - t_start, fit, stopped)
 

@@ -237,3 +237,21 @@ def test_the_facade_exports_and_import_stays_light():
             "assert callable(neuronkit.load_ipython_extension); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_forward_transformers_never_compiled_is_no_refused_graph():
+    """``eager_fallback`` past the recompile limit is a graph torch refused; one that says the
+    forward was never compiled (``metrics["not_compiled"]``: llama4) asked for no graph."""
+    from neuronkit.events.event import CompileEvent
+    from neuronkit.log.compile_log import CompileLog
+    from neuronkit.workloads.generate_eager import NOT_COMPILED
+
+    never = CompileEvent(function="M.forward[decode]", kind="eager_fallback", input_shapes={"x": [1, 1]},
+                         metrics={NOT_COMPILED: {"cause": "get_compiled_call", "reason": "r"}})
+    past_limit = CompileEvent(function="M.forward[decode]", kind="eager_fallback",
+                              input_shapes={"x": [1, 2]})
+    budget = CompileBudget(max_graphs=0)
+    budget.log = CompileLog([never])
+    assert budget.counts()["max_graphs"] == 0
+    budget.log = CompileLog([never, past_limit])
+    assert budget.counts()["max_graphs"] == 1
