@@ -38,8 +38,10 @@ def test_compile_sample_shows_recompiles_and_no_forced_limit_hit():
     naming the dimension that changed; nk.generate fitted the limit, so no limit was hit."""
     log = CompileLog.load(DATA / "sample_compile_log.jsonl")
     kinds = [e.kind for e in log.events]
-    assert kinds[0] == "first" and set(kinds[1:]) == {"recompile"}
-    assert all(e.changed for e in log.events[1:])
+    # the first prefill and the first decode graph are each their variant's first
+    assert kinds[:2] == ["first", "first"] and set(kinds[2:]) == {"recompile"}
+    assert [e.function.rpartition("[")[2] for e in log.events[:2]] == ["prefill]", "decode]"]
+    assert all(e.changed for e in log.events[2:])
     assert "no padding" in log.header["description"] and "not Trainium" in log.header["description"]
 
 
