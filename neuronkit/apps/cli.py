@@ -163,6 +163,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from neuronkit.advice.finding import SEVERITIES
     from neuronkit.views.report_json import report_data
     from neuronkit.views.text import format_report
+    from neuronkit.views.text_layout import terminal_width
 
     paths = _log_paths(args.logs)
     png = _output(args.png, paths, ".timeline.png")
@@ -174,7 +175,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         data["logs"] = [str(p) for p in paths]
         _print(json.dumps(data, indent=2, ensure_ascii=True, default=str))
     else:
-        _print(format_report(log, limit=args.limit, advice=advice, summary=summary))
+        _print(format_report(log, limit=args.limit, advice=advice, summary=summary,
+                             width=terminal_width()))
     notes = sys.stderr if args.json else sys.stdout  # JSON on stdout stays parseable
     if png is not None:
         from neuronkit.views.charts import save_png, timeline

@@ -37,8 +37,17 @@ from neuronkit.log.follow import Follower, follow
 from neuronkit.log.open import open_log
 from neuronkit.safe import strip_control
 from neuronkit.views.report_facts import DEFAULT_LIMIT
-from neuronkit.views.table_cells import CELLS, COLUMN_LABELS, UNKNOWN, number_text
+from neuronkit.views.table_cells import (
+    CELLS,
+    COLUMN_LABELS,
+    UNKNOWN,
+    fit_label,
+    name_legend,
+    number_text,
+    short_names,
+)
 from neuronkit.views.text import format_report
+from neuronkit.views.text_layout import NARROWEST, WIDTH, bounded
 
 __all__ = ["DEFAULT_EVENTS", "RankRow", "final_report", "rank_rows", "render", "watch"]
 
@@ -47,6 +56,7 @@ TOP_ADVICE = 3        # findings shown, most severe first
 MAX_RANK_ROWS = 16    # more ranks: the open ones and those that built most, then a count
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 EVENT_COLUMNS = ("time", "rank", "function", "kind", "reason")  # reason: also what changed
+FUNCTION_WIDTH = 24   # the widest function name shown whole; a longer one keeps its [phase]
 OPEN_NOTE = ("a log holds finished compiles only: for an open log, 'last event' is how long its "
              "rank has run (compiling or not) since its last compile ended")
 
@@ -131,23 +141,33 @@ def _cell(key: str, event: CompileEvent, label: str, t0: float) -> str:
 
 
 def _events_table(events: list[CompileEvent], limit: int) -> Table:
-    """The latest ``limit`` events, described as the event table describes them."""
+    """The latest ``limit`` events, described as the event table describes them: short function
+    names (``forward[prefill]``, the class named once under the table) kept whole up to
+    ``FUNCTION_WIDTH`` characters, a longer one cut before its ``[phase]``; the changed /
+    reason column takes the rest of the width, cut with an ellipsis."""
     latest = events[-limit:] if limit else []
     starts = [n for e in events if (n := number(e.started_at)) is not None]
     t0 = min(starts, default=0.0)
     labels = function_labels(latest)
+    shorts = {label: fit_label(short, FUNCTION_WIDTH)
+              for label, short in short_names(labels.values()).items()}
+    legend = name_legend(labels, shorts)
     table = Table(title=Text(f"Latest events ({len(latest)} of {len(events)})", style="bold"),
-                  title_justify="left", expand=True)
+                  title_justify="left", expand=True,
+                  caption=_text("functions: " + "; ".join(legend)) if legend else None,
+                  caption_justify="left")
+    named = max(map(len, shorts.values()), default=8)
     for key in EVENT_COLUMNS:
-        wide = key in ("function", "reason")
         label = "changed / reason" if key == "reason" else COLUMN_LABELS[key]
         table.add_column(Text(label), no_wrap=True, overflow="ellipsis",
-                         ratio=2 if key == "reason" else (1 if wide else None),
+                         ratio=1 if key == "reason" else None,
+                         min_width=named if key == "function" else None,
                          justify="right" if key in ("time", "rank") else "left")
     table.add_column(Text("compile s"), justify="right", no_wrap=True)
     for e in latest:
         label = labels.get((e.function, e.location), e.function)
-        cells = [_text(_cell(key, e, label, t0)) for key in EVENT_COLUMNS]
+        cells = [_text(bounded(_cell(key, e, shorts.get(label, label), t0)))
+                 for key in EVENT_COLUMNS]
         if e.kind != "first":
             cells[EVENT_COLUMNS.index("kind")].stylize("yellow")
         table.add_row(*cells, Text(number_text(e.total_s, ".2f")))
@@ -227,16 +247,18 @@ class _Frames:
         return render(self.follower, events=self.events, advice=self._advice)
 
 
-def final_report(follower: Follower) -> str:
+def final_report(follower: Follower, width: int = WIDTH) -> str:
     """What ``neuronkit report PATH`` prints for the watched path; where the path does not open
-    as one log (a folder of logs not named ``*.rank<N>.jsonl``), the report of the follower's."""
+    as one log (a folder of logs not named ``*.rank<N>.jsonl``), the report of the follower's.
+    ``width``: its event table's."""
     try:
         log = open_log(follower.path)
     except (OSError, ValueError):
         log = follower.log
         if follower.unclosed_ranks:
             log.header["unclosed_ranks"] = follower.unclosed_ranks
-    return format_report(log, limit=DEFAULT_LIMIT, advice=diagnose(log), summary=log.summary())
+    return format_report(log, limit=DEFAULT_LIMIT, advice=diagnose(log), summary=log.summary(),
+                         width=width)
 
 
 def _live(frames: _Frames, console: Console, interval: float) -> bool:
@@ -273,7 +295,8 @@ def watch(path: str | Path, *, console: Console | None = None, interval: float =
         console.print(frames.next())
         return 0
     stopped = _live(frames, console, interval)
-    console.out(final_report(frames.follower), highlight=False)
+    width = max(NARROWEST, min(WIDTH, console.width)) if console.is_terminal else WIDTH
+    console.out(final_report(frames.follower, width), highlight=False)
     if stopped:
         unclosed = frames.follower.unclosed_ranks
         print(strip_control(f"neuronkit watch: stopped (Ctrl-C); the report covers what was "

@@ -98,6 +98,7 @@ class CompileRecorder:
             f"neuronkit_notes_{next(_IDS)}", default=None)
         self._subscribers: list[Callable[[CompileEvent], Any]] = []
         self._in_progress = InProgress(self._subscriber_failed)
+        self._variants: set[tuple[str, str]] = set()  # function variants graphed here
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -261,6 +262,13 @@ class CompileRecorder:
             event, device=event.device or self.device, backend=event.backend or self.backend,
             rank=self.rank, context=self._context_of(event),
             metrics={**event.metrics, **notes} if notes else dict(event.metrics))
+        if event.kind in GRAPH_KINDS and (event.function, event.location) not in self._variants:
+            # this recorder's first graph of the variant: a graph of a code object compiled
+            # before it started (an earlier recording's) is said so, not called a recompile
+            self._variants.add((event.function, event.location))
+            if event.kind == "recompile":
+                event.kind, event.changed = "first", ""
+                event.metrics["code_graphs_before"] = max(event.graph_count - 1, 1)
         with self._file.writing("a compile event", self.active):
             self.log.append(event)  # in memory first: a failed write does not lose it
         self._in_progress.end_compile(event)

@@ -271,8 +271,9 @@ def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
         kind = "graph_break"
     elif fail_type:
         kind = "failed"
-    elif cached == 0 or (cached is None and state.graphs == 0):
-        kind = "first"  # also after torch._dynamo.reset()
+    elif cached == 0 or (cached is None and state.graphs == 0) or (
+            isinstance(cached, int) and cached < state.graphs):  # the code lost graphs: a reset
+        kind = "first"  # also after torch._dynamo.reset(), for every variant of the code
         state.shapes, state.graphs = None, 0
     elif state.graphs == 0:
         # the first graph of this variant here (``forward[decode]`` after ``forward[prefill]``, or

@@ -6,8 +6,9 @@
 Plain text in aligned columns, at most ``WIDTH`` (120) characters a line, the same text for the
 same events (times are offsets from the first event), so notebooks can compare it. Every value
 that came from the log (names, reasons, context, header fields) is passed through
-``terminal_safe``: no control character or escape sequence reaches the terminal; no value is
-cut (a long one wraps inside its column). Columns and wraps: ``text_layout.py``; the one pass
+``terminal_safe``: no control character or escape sequence reaches the terminal. A long value
+wraps inside its column; the event table's context alone is cut past its row's lines, and a
+cell shows at most ``CELL_CHARS`` characters. Columns and wraps: ``text_layout.py``; the one pass
 over the log: ``report_facts.py``; the JSON report: ``report_json.py``.
 """
 from __future__ import annotations
@@ -30,12 +31,15 @@ from neuronkit.views.report_facts import (
     check_limit,
     header_field,
     rank_ranges,
+    ranks_text,
     readable_log,
     report_facts,
+    seconds_text,
     shown,
+    synthetic_text,
 )
-from neuronkit.views.table_cells import UNKNOWN, number_text, reason_list
-from neuronkit.views.text_layout import WIDTH, Col, clean, fitted, wrap
+from neuronkit.views.table_cells import UNKNOWN, name_legend, number_text, reason_list, short_names
+from neuronkit.views.text_layout import WIDTH, Col, bounded, clean, fitted, wrap
 
 __all__ = ["LIMIT_FLAG", "format_advice", "format_events", "format_report", "format_summary"]
 
@@ -46,16 +50,53 @@ LIMIT_FLAG = "!!"
 
 def _first_reason(e: CompileEvent) -> str:
     reasons = reason_list(e.reasons)
-    return clean(guard_text(reasons[0])) if reasons else ""
+    return clean(guard_text(bounded(reasons[0]))) if reasons else ""
 
 
 def _why(e: CompileEvent) -> str:
-    """``changed`` and the first guard-failure reason, once when they say the same thing."""
-    changed = clean(input_name(text_of(e.changed)))
+    """What changed against the variant's last graph, in short: the first dimension and how many
+    more moved (``input_ids dim 1: 137 -> 115 (+3 dims)``: the whole text is in ``--json`` and the
+    dashboard); a guard reason only where it is no shape (a shape guard compares with the graph
+    torch tried last, often another variant's). A variant's first graph of a code that held
+    graphs before says so."""
+    changed = clean(input_name(bounded(text_of(e.changed))))
     reason = _first_reason(e)
-    if not reason or reason == changed:
+    if e.kind == "kernels" and isinstance(e.ops, dict) and e.ops and not changed:
+        ops = [clean(bounded(str(op))) for op in list(e.ops)[:4]]  # the kind says how many
+        return ", ".join(ops) + (f" and {len(e.ops) - 4} more ops" if len(e.ops) > 4 else "")
+    if not changed and e.kind == "first":
+        before = e.metrics.get("code_graphs_before") if isinstance(e.metrics, dict) else None
+        return (f"first of its variant; the code held {before} graph{'s' if before > 1 else ''}"
+                if isinstance(before, int) and not isinstance(before, bool) and before > 0
+                else "-")
+    changed = _short_change(changed)
+    reasons = reason_list(e.reasons)
+    shape_guard = bool(reasons) and "size mismatch" in reasons[0]
+    if not reason or reason == changed or (changed and shape_guard):
         return changed or "-"
     return f"{changed}; {reason}" if changed else reason
+
+
+def _dims_named(phrase: str) -> int:
+    """Dims one phrase of ``changed`` names: ``a dim 1: 8 -> 16 (with b dim 1 and 2 more
+    alike)`` names 4."""
+    _, found, names = phrase.partition(" (with ")
+    n = 1
+    for name in names.rstrip(")").split(" and ") if found else []:
+        count = name.removesuffix(" more alike")
+        n += int(count) if count != name and count.isdigit() else 1
+    return n
+
+
+def _short_change(changed: str) -> str:
+    """``a dim 1: 8 -> 16 (with b dim 1 and 2 more alike); c dim 3: 9 -> 17`` as
+    ``a dim 1: 8 -> 16 (+4 dims)``; other text as it is."""
+    phrases = changed.split("; ")
+    head = phrases[0].partition(" (with ")[0]
+    if " dim " not in head or " -> " not in head:
+        return changed
+    more = sum(map(_dims_named, phrases)) - 1
+    return head + (f" (+{more} dim{'s' if more > 1 else ''})" if more else "")
 
 
 def _kind(e: CompileEvent) -> str:
@@ -84,31 +125,43 @@ def _offset(started_at: Any, t0: float) -> str:
     return UNKNOWN if start is None else f"{start - t0:.2f}"
 
 
-def _events_text(events: list[CompileEvent], limit: int | None, facts: ReportFacts) -> str:
+def _events_text(events: list[CompileEvent], limit: int | None, facts: ReportFacts,
+                 width: int = WIDTH) -> str:
     """The rows of the recorded events (what one holds that is no number shows as "?"), with
-    ``facts`` of them as views read them."""
+    ``facts`` of them as views read them: one line per event where its cells fit ``width``
+    (short function names, the class once in a legend above; only the changed / reason column
+    wraps, the context takes the lines its row takes and is cut with "…" past them)."""
     last = shown(events, limit)
     several_ranks = len(facts.ranks) > 1
+    shorts = short_names(facts.labels.values())
+    named = max(map(len, shorts.values()), default=0)  # kept whole up to 24 characters
     cols = [Col("#", right=True), Col("t+s", right=True, least=8),  # up to 99999.99 s
-            Col("function", cap=48, least=12, weight=1.1), Col("kind"),
-            Col("changed / reason", cap=80, least=14, weight=2.2), Col("compile s", right=True),
+            Col("function", cap=40, least=max(12, min(named, 24)), weight=1.5), Col("kind"),
+            Col("changed / reason", cap=80, least=20, weight=2.2), Col("compile s", right=True),
             *([Col("NEFF s", right=True)] if facts.neuron else []),
-            Col("context", cap=48, least=7, weight=0.7),
+            Col("context", cap=40, least=16, fill=True),
             *([Col("rank", right=True)] if several_ranks else [])]
-    rows = []
+    rows, used = [], {}
     for e in last:
-        function = text_of(e.function)
+        place = (text_of(e.function), text_of(e.location))
+        label = used[place] = facts.labels.get(place, place[0])
         row = [number_text(e.seq, "d"), _offset(e.started_at, facts.t0),
-               facts.labels.get((function, text_of(e.location)), function), _kind(e), _why(e),
+               shorts.get(label, label), _kind(e), _why(e),
                number_text(e.duration_s, ".3f"), *([_neff(e)] if facts.neuron else []),
                text_of(e.context) or "-", *([number_text(e.rank, "d")] if several_ranks else [])]
-        rows.append([clean(cell) or "-" for cell in row])
+        rows.append([clean(bounded(cell)) or "-" for cell in row])
     left = len(events) - len(last)
     if not rows:
         return f"{left} event(s) not shown (limit 0)"
-    text = fitted(cols, rows)
+    text = fitted(cols, rows, width)
+    legend = name_legend(used, shorts)
+    if legend:
+        text = wrap(clean("functions: " + "; ".join(legend)), width=width) + "\n" + text
     if left:
         text = f"({left} earlier event(s) not shown: the last {len(last)} of {len(events)})\n" + text
+    if any(e.kind == "kernels" for e in last):
+        text += ("\ncompile s: Dynamo's seconds; on a kernels row, the build seconds of its "
+                 "eager-op kernels")
     hits = facts.kinds["limit_hit"]
     if hits:
         text += (f"\n{LIMIT_FLAG} recompile limit hit ({hits}x): torch ran these calls eagerly, "
@@ -116,62 +169,86 @@ def _events_text(events: list[CompileEvent], limit: int | None, facts: ReportFac
     return text
 
 
-def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = None) -> str:
-    """One row per event: seq, time offset, function, kind, what changed (and the first guard
-    reason when it says something else), compile s, NEFF s on Neuron, context, rank (when the
-    log holds several). ``limit``: only the most recent ``limit`` events are formatted."""
+def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = None, *,
+                  width: int = WIDTH) -> str:
+    """One row per event: seq, time offset, function (its short name: the class named once in
+    a legend above), kind, what changed (and the first guard reason when it says something
+    else), compile s, NEFF s on Neuron, context, rank (when the log holds several), in lines of
+    at most ``width`` characters. ``limit``: only the most recent ``limit`` events are
+    formatted."""
     log = as_log(log)
     check_limit(limit)
     if not log.events:
         return "no compile events"
-    return _events_text(log.events, limit, report_facts(readable_log(log)))
+    return _events_text(log.events, limit, report_facts(readable_log(log)), width)
 
 
 # -- the summary ---------------------------------------------------------------------------------
 
 def _summary_text(log: CompileLog, rows_in: list[dict[str, Any]], facts: ReportFacts) -> str:
+    """The per-function table: each seconds column named by its source (Dynamo s, NEFF s on
+    Neuron, kernel s where eager kernels were built), then what the columns and ranks mean."""
     def share(value: float | None) -> str:
         return "-" if value is None else f"{value:.1%}"
 
-    neuron = facts.neuron
+    neuron, built = facts.neuron, bool(facts.kernel_s)
     kernels = any(r["kernels"] for r in rows_in)
 
-    def extra(neff: float, count: int | str) -> list[str]:
-        return ([f"{neff:.1f}"] if neuron else []) + ([str(count)] if kernels else [])
+    def seconds(dynamo: float, neff: float, count: int | str, kernel_s: float) -> list[str]:
+        """The seconds cells; a row of eager-kernel builds alone has no Dynamo s ("-")."""
+        return ([f"{dynamo:.3f}" if dynamo or not kernel_s else "-"]
+                + ([f"{neff:.1f}"] if neuron else []) + ([str(count)] if kernels else [])
+                + ([f"{kernel_s:.3f}" if kernel_s else ""] if built else []))
 
-    rows = [[clean(r["function"]), str(r["graphs"]), str(r["distinct_shapes"]),
-             str(r["limit_hits"]), str(r["failed"]), f"{r['compile_s']:.3f}",
-             *extra(r["neff_s"], r["kernels"] or ""), f"{r['mean_s']:.3f}",
-             share(r["share_of_wall"])] for r in rows_in]
+    rows = []
+    for r in rows_in:
+        kernel_s = facts.kernel_by_label.get(r["function"], 0.0)
+        rows.append([clean(r["function"]), str(r["graphs"]), str(r["distinct_shapes"]),
+                     str(r["limit_hits"]), str(r["failed"]),
+                     *seconds(r["compile_s"] - kernel_s, r["neff_s"], r["kernels"] or "",
+                              kernel_s),
+                     f"{r['mean_s']:.3f}", share(r["share_of_wall"])])
     rows.append(["total", str(sum(r["graphs"] for r in rows_in)), "",
                  str(sum(r["limit_hits"] for r in rows_in)), str(sum(r["failed"] for r in rows_in)),
-                 f"{facts.compile_s:.3f}",
-                 *extra(facts.neff_s, sum(r["kernels"] for r in rows_in) or ""), "",
-                 share(facts.share)])
-    headers = ["function", "graphs", "shapes", "limit hits", "failed", "compile s",
-               *(["NEFF s"] if neuron else []), *(["kernels"] if kernels else []), "mean s",
-               "share of wall"]
+                 *seconds(facts.dynamo_s, facts.neff_s,
+                          sum(r["kernels"] for r in rows_in) or "", facts.kernel_s),
+                 "", share(facts.share)])
+    headers = ["function", "graphs", "shapes", "limit hits", "failed", "Dynamo s",
+               *(["NEFF s"] if neuron else []), *(["kernels"] if kernels else []),
+               *(["kernel s"] if built else []), "mean s", "share of wall"]
     cols = [Col(headers[0], cap=64, least=16),
             *(Col(h, right=True) for h in headers[1:])]
     text = fitted(cols, rows)
-    if neuron:
-        text += ("\ncompile s: Dynamo (tracing, lowering); NEFF s: the neuronx-cc build after it "
-                 "(0 for a cache hit); the share of wall counts both")
-    if len(facts.ranks) > 1:
+    if neuron or built:  # what each seconds column holds, a line each at most WIDTH wide
+        said = ["Dynamo s: Dynamo's tracing and lowering (mean s: per compile)",
+                *(["kernel s: the eager-op kernel builds"] if built else []),
+                *(["NEFF s: the neuronx-cc build of each graph after it (0 for a cache hit)"]
+                  if neuron else []), "the share of wall counts every seconds column"]
+        line = said[0]
+        for part in said[1:]:
+            text, line = ((text, f"{line}; {part}") if len(line) + len(part) + 2 <= WIDTH
+                          else (f"{text}\n{line}", part))
+        text += f"\n{line}"
+    if len(facts.ranks) > 1 and facts.busiest is not None:
+        rank, busiest = facts.busiest
         text += (f"\n{len(facts.ranks)} ranks: counts and seconds add up all ranks; the share of "
-                 "wall is that of the rank that compiled longest")
+                 f"wall is that of the rank that compiled longest (rank {clean(rank)}: "
+                 f"{busiest:.3f} s)")
     return wrap(text)
 
 
 def format_summary(log: CompileLog | Iterable[CompileEvent]) -> str:
-    """Per function: graphs, distinct shapes, limit hits, total/mean compile s, share of wall.
+    """Per function: graphs, distinct shapes, limit hits, Dynamo s (NEFF s, kernel s where
+    built), mean s, share of wall; a first line that says so for a synthetic log.
 
     In a merged log (several ranks) the counts and seconds add up all ranks, and the share of
     wall time is per rank: that of the rank that compiled longest (``CompileLog.compile_share``).
     """
     log = readable_log(as_log(log))
     rows = log.summary()
-    return _summary_text(log, rows, report_facts(log)) if rows else "no compile events"
+    facts = report_facts(log)
+    text = _summary_text(log, rows, facts) if rows else "no compile events"
+    return wrap(f"{synthetic_text(facts.synthetic)}\n{text}") if facts.synthetic else text
 
 
 # -- the advice ----------------------------------------------------------------------------------
@@ -201,22 +278,25 @@ def _named(log: CompileLog, key: str) -> str:
 
 
 def _header_line(log: CompileLog, facts: ReportFacts) -> str:
+    """``neuronkit compile report (SYNTHETIC ...): device, backend, events, the seconds by
+    source, wall, ranks``; then ``_header_notes``."""
     parts = [f"device {_named(log, 'device')}", f"backend {_named(log, 'backend')}",
-             f"{len(log.events)} events", f"{facts.compile_s:.2f} s compiling"
-             + (f" + {facts.neff_s:.1f} s NEFF builds" if facts.neuron else "")]
+             f"{len(log.events)} events", seconds_text(facts)]
     if log.wall_time_s:
         parts.append(f"wall {log.wall_time_s:.1f} s")
     if len(facts.ranks) > 1:
         parts.append(f"ranks {rank_ranges(facts.ranks)}")
     elif facts.ranks and facts.ranks[0] != 0:
         parts.append(f"rank {clean(facts.ranks[0])}")
-    text = wrap("neuronkit compile report: " + ", ".join(parts))
-    return text + "".join(f"\n{line}" for line in _header_notes(log))
+    synthetic = f" ({synthetic_text(facts.synthetic)})" if facts.synthetic else ""
+    text = wrap(f"neuronkit compile report{synthetic}: " + ", ".join(parts))
+    return text + "".join(f"\n{line}" for line in _header_notes(log, facts))
 
 
-def _header_notes(log: CompileLog) -> list[str]:
-    """A merged log's clock alignment and the ranks whose log was never closed."""
-    notes = []
+def _header_notes(log: CompileLog, facts: ReportFacts) -> list[str]:
+    """A merged log's seconds (summed over ranks, and the busiest rank's), its clock alignment
+    and the ranks whose log was never closed."""
+    notes = [wrap(ranks_text(facts))] if len(facts.ranks) > 1 else []
     offsets = log.header.get("clock_offsets")
     if isinstance(offsets, dict) and offsets:
         shown = ", ".join(f"{clean(h)} {number_text(s, '+.3f')} s"
@@ -237,16 +317,18 @@ def _section(title: str, body: str) -> str:
 def format_report(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[str],
                   limit: int | None = DEFAULT_LIMIT, *,
                   advice: Sequence[Advice] | None = None,
-                  summary: list[dict[str, Any]] | None = None) -> str:
+                  summary: list[dict[str, Any]] | None = None, width: int = WIDTH) -> str:
     """The header line, the most recent ``limit`` events (None: all), the per-function summary
     and the advice. ``advice`` / ``summary``: ``diagnose(log)`` / ``log.summary()`` if already
-    made (else made here). Its own cost: two passes over the events and the shown rows."""
+    made (else made here); ``width``: the event table's (a narrower terminal's). Its own cost:
+    two passes over the events and the shown rows."""
     recorded = as_log(log)
     check_limit(limit)
     log = readable_log(recorded, contents=advice is None)
     facts = report_facts(log)
     rows = log.summary() if summary is None else summary
-    events = _events_text(recorded.events, limit, facts) if log.events else "no compile events"
+    events = (_events_text(recorded.events, limit, facts, width) if log.events
+              else "no compile events")
     per_function = _summary_text(log, rows, facts) if rows else "no compile events"
     return "\n\n".join([_header_line(log, facts), _section("Compile events", events),
                         _section("Per function", per_function),

@@ -9,18 +9,25 @@ full-length static layer (``static_cache.py``): a model whose attention mask app
 generates the same tokens; one that leaves the window to its cache (Moshi, ...) does not, once a
 sequence outgrows the window.
 
-The check runs the model itself, eagerly, two greedy steps after one prompt: with its own cache,
+The check runs the model itself, eagerly, two greedy steps after one prompt with its own cache,
 then with ``nk.generate``'s static cache, alone and behind pad tokens (the prompt longer than the
-window when the call's sequences are), and compares the logits. It runs once per model object
-(and window case). Off the CPU, where every eager op shape compiles a kernel on Neuron, it is read
-off the model instead: the forward takes ``position_ids``, or every layer is a masked
-linear-attention state (the window case is not read off).
+window when the call's sequences are), fed the first run's tokens (teacher forcing: a near-tie
+at the first step cannot change what the second compares). It refuses what generate would pick
+differently: another top token where the first run's lead was beyond rounding, or logits moved
+beyond rounding and 7.5% of their spread. Rounding is judged in the dtype the model gave its
+logits in (bf16, fp16, fp32; generate converts them to float32), at their scale and depth: two
+steps of eps at the largest logit (at least 1) for two layers, times sqrt(layers / 2) deeper.
+It runs once per model object (and window case). Off the CPU, where every eager op shape
+compiles a kernel on Neuron, it is read off the model instead: the forward takes
+``position_ids``, or every layer is a masked linear-attention state (the window case is not
+read off).
 """
 from __future__ import annotations
 
 import inspect
+import math
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from neuronkit.workloads.generate_settings import cache_keyword
 from neuronkit.workloads.static_cache import bounded_static_cache
@@ -29,6 +36,10 @@ __all__ = ["LeftPaddingError", "check_left_padding", "left_padding_verdict", "sl
 
 PROBE_PADS = 3            # pad tokens put before the probe prompt
 PROBE_TOKENS = 6          # the probe prompt's length (more when it must outgrow a window)
+PROBE_STEPS = 2           # new tokens compared
+ROUNDING = 2              # rounding steps (eps x the logits' scale) two runs' logits may drift
+                          # apart in a 2-layer model; x sqrt(layers / 2) deeper (28: 7.5)
+SPREAD = 0.075            # logits moved past rounding and this part of their std: a change
 _verdicts: weakref.WeakKeyDictionary[Any, dict[tuple[bool, bool], str | None]] = weakref.WeakKeyDictionary()
 
 
@@ -43,38 +54,116 @@ def sliding_window(model: Any) -> int | None:
     return window if isinstance(window, int) and window > 0 else None
 
 
-def _tolerance(logits: Any) -> float:
-    """How far two runs' logits may drift by arithmetic alone (per dtype)."""
+class _Run(NamedTuple):
+    """One probe run: the new tokens generate picked and their raw logits (float32, one row per
+    token), and the dtype they were computed in (the coarser of the forward's logits, before
+    generate converts them, and the model's parameters)."""
+    tokens: list[int]
+    logits: list[Any]
+    dtype: Any
+
+
+def _forcing(tokens: list[int], start: int) -> Any:
+    """A logits processor that makes generate pick ``tokens``, one per step, after ``start``
+    positions (the raw logits it records are the model's own)."""
     import torch
+    from transformers import LogitsProcessor
 
-    rel = 1e-3 if logits.dtype in (torch.float32, torch.float64) else 5e-2
-    return rel * float(logits.abs().max()) + 1e-5
+    class _Forced(LogitsProcessor):
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            step = min(input_ids.shape[1] - start, len(tokens) - 1)
+            picked = torch.full_like(scores, float("-inf"))
+            picked[:, tokens[step]] = 0.0
+            return picked
+
+    return _Forced()
 
 
-def _steps(model: Any, ids: list[int], pads: int, pad_id: int, static: bool) -> Any:
-    """The logits of two greedy steps after ``ids`` behind ``pads`` pad tokens, with the model's
-    own cache or (``static``) ``nk.generate``'s."""
+def _steps(model: Any, ids: list[int], pads: int, pad_id: int, static: bool,
+           forced: list[int] | None = None) -> _Run:
+    """``PROBE_STEPS`` greedy steps after ``ids`` behind ``pads`` pad tokens, with the model's own
+    cache or (``static``) ``nk.generate``'s; ``forced``: the tokens to feed instead of its picks
+    (teacher forcing: both runs see the same tokens)."""
     import torch
+    from transformers import LogitsProcessorList
 
     input_ids = torch.tensor([[pad_id] * pads + ids], dtype=torch.long, device=model.device)
     mask = torch.tensor([[0] * pads + [1] * len(ids)], dtype=torch.long, device=model.device)
-    extra = {}
+    extra: dict[str, Any] = {}
     if static:
-        cache, _ = bounded_static_cache(model, input_ids.shape[1] + 2, refuse_unbounded=False)
+        cache, _ = bounded_static_cache(model, input_ids.shape[1] + PROBE_STEPS,
+                                        refuse_unbounded=False)
         extra[cache_keyword(model)] = cache
-    with torch.no_grad():
-        out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=2,
-                             do_sample=False, disable_compile=True, output_logits=True,
-                             return_dict_in_generate=True, pad_token_id=pad_id, **extra)
-    return [x.float().cpu() for x in out.logits]
+    if forced:
+        extra["logits_processor"] = LogitsProcessorList([_forcing(forced, input_ids.shape[1])])
+    dtypes: list[Any] = []          # generate hands out float32 logits: the model's own dtype
+    hook = model.register_forward_hook(
+        lambda _m, _a, out: dtypes.append(getattr(getattr(out, "logits", None), "dtype", None)))
+    try:
+        with torch.no_grad():
+            out = model.generate(input_ids=input_ids, attention_mask=mask,
+                                 max_new_tokens=PROBE_STEPS, do_sample=False,
+                                 disable_compile=True, output_logits=True,
+                                 return_dict_in_generate=True, pad_token_id=pad_id, **extra)
+    finally:
+        hook.remove()
+    floats = [d for d in (*dtypes, getattr(model, "dtype", None))
+              if isinstance(d, torch.dtype) and d.is_floating_point]
+    coarsest = max(floats, key=lambda d: torch.finfo(d).eps, default=torch.float32)
+    return _Run(out.sequences[0, input_ids.shape[1]:].tolist(),
+                [x[0].float().cpu() for x in out.logits], coarsest)
 
 
-def _gap(a: list[Any], b: list[Any]) -> tuple[int, float] | None:
-    """(step, largest difference) of the first step whose logits differ beyond arithmetic."""
-    for step, (x, y) in enumerate(zip(a, b, strict=False)):
-        gap = float((x - y).abs().max())
-        if gap > _tolerance(x):
-            return step + 1, gap
+def _rounding_steps(model: Any) -> float:
+    """How many rounding steps two runs of ``model`` may drift apart: rounding errors add up
+    like a random walk over its layers."""
+    layers = getattr(model.config.get_text_config(decoder=True), "num_hidden_layers", None)
+    layers = layers if isinstance(layers, int) and layers > 2 else 2
+    return ROUNDING * math.sqrt(layers / 2)
+
+
+def _step_differs(x: Any, y: Any, dtype: Any, steps: float, step: int) -> str | None:
+    """Why new token ``step``'s logits ``y`` are not ``x`` up to rounding in ``dtype`` (None:
+    they are). Rounding moves a logit by up to ``steps`` steps of ``dtype`` at the logits' scale
+    (their largest magnitude, at least 1). Another top token is a change unless the plain run's
+    top two were within twice that (a near-tie); logits moved past that and past ``SPREAD`` of
+    their standard deviation are a change whatever the picks."""
+    import torch
+
+    finfo = torch.finfo(dtype)
+    kept = torch.isfinite(x) & (x.abs() < finfo.max / 2)      # masked vocabulary entries aside
+    if not bool(kept.any()):
+        return None
+    xs, ys = x[kept], y[kept]
+    drift = steps * finfo.eps * max(float(xs.abs().max()), 1.0)
+    gap = float((xs - ys).abs().max())
+    gap = gap if gap == gap else float("inf")                  # NaN: a logit went non-finite
+    rounding = f"rounding in {str(dtype).removeprefix('torch.')} (up to {drift:.3g} a logit)"
+    pick, other = int(x.argmax()), int(y.argmax())
+    if pick != other:
+        top = x.topk(2).values
+        lead = float(top[0] - top[1])
+        if lead > 2 * drift:
+            return (f"new token {step} would be {other}, not {pick}, which led by {lead:.3g}: "
+                    f"more than {rounding} can overturn; its logits differ by up to {gap:.3g}")
+    spread = SPREAD * float(xs.std()) if xs.numel() > 1 else 0.0
+    if gap > max(drift, spread):
+        return (f"the logits of new token {step} differ by up to {gap:.3g}: more than {rounding} "
+                f"and {SPREAD:.1%} of their spread ({spread:.3g})")
+    return None
+
+
+def _differs(plain: _Run, other: _Run, steps: float) -> str | None:
+    """Why ``other`` (run on ``plain``'s tokens) would not generate what ``plain`` did, judged
+    step by step in the coarser of the two runs' dtypes, ``steps`` rounding steps apart at most
+    (None: it would)."""
+    import torch
+
+    dtype = max(plain.dtype, other.dtype, key=lambda d: torch.finfo(d).eps)
+    for step, (x, y) in enumerate(zip(plain.logits, other.logits, strict=False)):
+        why = _step_differs(x, y, dtype, steps, step + 1)
+        if why is not None:
+            return why
     return None
 
 
@@ -88,21 +177,21 @@ def _probe(model: Any, ids: list[int], pad_id: int, beyond_window: bool,
     ids = (ids * (want // max(len(ids), 1) + 1))[:want]
     own = _steps(model, ids, 0, pad_id, static=False)
     try:
-        cached = _steps(model, ids, 0, pad_id, static=True) if window else own
-        behind = _steps(model, ids, PROBE_PADS, pad_id, static=True) if padded else own
+        cached = _steps(model, ids, 0, pad_id, static=True, forced=own.tokens) if window else own
+        behind = (_steps(model, ids, PROBE_PADS, pad_id, static=True, forced=own.tokens)
+                  if padded else own)
     except (IndexError, RuntimeError, ValueError, TypeError, AttributeError):
         return None        # the model cannot take the static cache: its batch will say so
-    gap = _gap(own, cached)
-    if gap is not None:
+    steps = _rounding_steps(model)
+    why = _differs(own, cached, steps)
+    if why is not None:
         return (f"its sliding window of {window} is kept by its cache, not its attention mask: "
                 f"with the full-length static layer nk.generate gives it (a sliding layer "
-                f"recompiles every token), the logits of new token {gap[0]} after a "
-                f"{len(ids)}-token prompt differ by up to {gap[1]:.3g}")
-    gap = _gap(own, behind)
-    if gap is not None:
+                f"recompiles every token), after a {len(ids)}-token prompt {why}")
+    why = _differs(own, behind, steps)
+    if why is not None:
         return (f"left padding changes what it generates: with {PROBE_PADS} pad tokens before "
-                f"a {len(ids)}-token prompt, the logits of new token {gap[0]} differ by up to "
-                f"{gap[1]:.3g}")
+                f"a {len(ids)}-token prompt, {why}")
     return None
 
 

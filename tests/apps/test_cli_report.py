@@ -35,10 +35,10 @@ def test_report_prints_tables_and_writes_png_and_trace(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert out.startswith("neuronkit compile report: device cpu, backend eager, 3 events, "
-                          "3.00 s compiling, wall 20.0 s")
+                          "3.00 s Dynamo compile, wall 20.0 s")
     for heading in ("Compile events", "Per function", "Advice"):
         assert f"{heading}\n{'=' * len(heading)}" in out
-    assert "input_ids dim 1 took 3 values (16..80) -> 3 graphs" in out
+    assert "(input_ids dim 1) took 3 values (16..80) -> 3 graphs" in out
     assert "compile time is 15% of the run" in out
     assert png.read_bytes().startswith(PNG_SIGNATURE) and str(png) in out
     slices = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
@@ -102,8 +102,11 @@ def test_several_logs_are_merged_in_start_time_order(tmp_path, capsys):
     rank_log(tmp_path / "rank1.jsonl", 1, [11.0, 13.0])
     assert main(["report", str(tmp_path / "rank0.jsonl"), str(tmp_path / "rank1.jsonl")]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].endswith("4 events, 2.00 s compiling, ranks 0,1")
-    rows = [re.split(r"\s{2,}", ln.strip()) for ln in out.splitlines()[6:10]]
+    lines = out.splitlines()
+    assert lines[0].endswith("4 events, 2.00 s Dynamo compile, ranks 0,1")
+    assert lines[1].startswith("seconds summed over ranks 0,1; busiest rank 0: 1.00 s")
+    rule = next(i for i, ln in enumerate(lines) if ln and set(ln) <= {"-", " "})
+    rows = [re.split(r"\s{2,}", ln.strip()) for ln in lines[rule + 1:rule + 5]]
     assert [(r[-2], r[-1]) for r in rows] == [("r0 s0", "0"), ("r1 s0", "1"), ("r0 s1", "0"),
                                               ("r1 s1", "1")]
     # a pattern the shell did not expand is expanded; a log named twice counts once
@@ -148,9 +151,11 @@ def test_json_output(tmp_path, capsys):
                  "--chrome-trace", str(trace)]) == 0
     captured = capsys.readouterr()
     data = json.loads(captured.out)  # the notes go to stderr: stdout stays JSON
-    assert list(data) == ["format", "version", "logs", "device", "backend", "ranks",
-                          "wall_time_s", "compile_s", "neff_s", "share_of_wall", "counts",
-                          "worst_severity", "summary", "advice", "events"]
+    assert list(data) == ["format", "version", "logs", "synthetic", "synthetic_reason", "device",
+                          "backend", "ranks", "wall_time_s", "compile_s", "dynamo_s", "kernel_s",
+                          "neff_s", "busiest_rank", "share_of_wall", "counts", "worst_severity",
+                          "summary", "advice", "events"]
+    assert data["synthetic"] is False and data["synthetic_reason"] is None
     assert data["logs"] == [str(log_path)] and data["format"] == "neuronkit-report"
     assert data["counts"]["events"] == 3 and data["counts"]["shown"] == 2
     assert [e["context"] for e in data["events"]] == ["step 1", "step 2"]

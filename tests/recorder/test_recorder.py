@@ -599,3 +599,23 @@ def test_a_log_recorded_without_torch_neuronx_is_not_synthetic(tmp_path):
         pass
     header = CompileLog.load(tmp_path / "cpu.jsonl").header
     assert header["torch_neuronx"] is None and not is_synthetic(header)
+
+
+def test_each_recorder_starts_each_function_with_a_first_graph(compiler_reset):
+    """A second recording of a function compiled in the first: its first graph there is
+    ``first`` (the code held 2 graphs before, said in the metrics), not a recompile against the
+    earlier recording's last graph; a new graph after it is a recompile against it."""
+    def f(x):
+        return x * 2
+
+    compiled = torch.compile(f, backend="eager", dynamic=False)
+    with nk.CompileRecorder() as one:
+        compiled(torch.ones(4))
+        compiled(torch.ones(8))
+    with nk.CompileRecorder() as two:
+        compiled(torch.ones(12))
+        compiled(torch.ones(16))
+    assert [e.kind for e in one.events] == ["first", "recompile"]
+    assert [e.kind for e in two.events] == ["first", "recompile"]
+    assert two.events[0].changed == "" and two.events[0].metrics["code_graphs_before"] == 2
+    assert two.events[1].changed == "x dim 0: 12 -> 16"

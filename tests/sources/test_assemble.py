@@ -235,3 +235,14 @@ def test_a_graph_of_code_compiled_before_recording_is_a_first_graph_here():
         "0/0: tensor 'L['x']' size mismatch at index 1. expected 3, actual 9"]),
         {"accumulated_cache_size": 2}, None, state, F, 8)
     assert e.kind == "first" and e.metrics["code_graphs_before"] == 2 and e.graph_count == 3
+
+
+def test_a_variant_after_torch_compiler_reset_is_first_again():
+    """After a reset the code holds fewer graphs than the variant last saw (1 < 5): the decode
+    graph that follows the run's new prefill is its variant's first, not a recompile against
+    the graph of the run before the reset."""
+    state = FunctionState(shapes={"k": [1, 2, 149, 16]}, graphs=5)
+    e = assemble(TracedParts(inputs={"k": [1, 2, 176, 16]}), {"accumulated_cache_size": 1},
+                 None, state, F, 8)
+    assert (e.kind, e.changed, e.graph_count) == ("first", "", 2)
+    assert e.metrics["code_graphs_before"] == 1

@@ -79,11 +79,12 @@ def test_event_table_limit_shows_the_most_recent_and_says_how_many_are_left_out(
 
 def column(text: str, header: str, key: int = 0) -> list[list[str]]:
     """The pieces of one column of a fitted table, per row: its span is the rule's dash run under
-    ``header``; a row's continuation lines are blank in column ``key``."""
+    ``header`` (the line above the rule); a row's continuation lines are blank in column ``key``."""
     lines = text.splitlines()
     rule = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "})
     spans = [m.span() for m in re.finditer(r"-+", lines[rule])]
-    start, end = next(span for span in spans if lines[0][span[0]:span[1]].strip() == header)
+    start, end = next(span for span in spans
+                      if lines[rule - 1][span[0]:span[1]].strip() == header)
     rows: list[list[str]] = []
     for line in lines[rule + 1:]:
         if line[slice(*spans[key])].strip():
@@ -110,26 +111,37 @@ LONG_REASON = ("Dynamo could not trace a call to a builtin of a C extension that
                "of the function as two graphs again")
 
 
+RESUME = "torch_dynamo_resume_in_forward_with_a_long_name_at_1234"
+
+
 def test_a_long_function_name_and_reason_are_wrapped_whole_in_their_columns():
+    """A class is named once above the table; a long name without one (a resume function) and
+    a long reason wrap whole; the context fills the lines its row takes, cut with "…" past them."""
     assert len(LONG_NAME) == 60 and len(LONG_REASON) == 200
     events = [CompileEvent(function=LONG_NAME, kind="failed", reasons=[LONG_REASON],
-                           context="generate batch 1: padded to 64, cache 128 " * 2),
-              CompileEvent(function="f", kind="recompile", reasons=["0/0: " + "x" * 200])]
+                           context="generate batch 1: padded to 64, cache 128 " * 3),
+              CompileEvent(function=RESUME, kind="recompile", reasons=["0/0: " + "x" * 200])]
     text = report.format_events(make_log(events))
-    assert widest(text) <= text_layout.WIDTH and "…" not in text
+    assert widest(text) <= text_layout.WIDTH
+    assert text.splitlines()[0] == ("functions: forward = "
+                                    "Qwen3MoeForConditionalGenerationWithLongNam.forward")
     functions, reasons = column(text, "function"), column(text, "changed / reason")
     assert len(functions) == len(reasons) == 2
-    assert len(functions[0]) > 1 and joined(functions[0], LONG_NAME)  # wrapped, not cut
+    assert functions[0] == ["forward[prefill]"]
+    assert len(functions[1]) > 1 and joined(functions[1], RESUME)  # wrapped, not cut
     assert len(reasons[0]) > 1 and joined(reasons[0], LONG_REASON)
-    assert joined(reasons[1], "x" * 200) and joined(column(text, "context")[0], " ".join(
-        events[0].context.split()))
+    assert joined(reasons[1], "x" * 200)
+    context = column(text, "context")[0]
+    shown = "".join("".join(context).split())
+    assert len(context) == len(reasons[0]) and shown.endswith("…")
+    assert "".join(events[0].context.split()).startswith(shown[:-1])
     summary = report.format_summary(make_log(events))
     assert joined(column(summary, "function", key=1)[0], LONG_NAME) and widest(summary) <= 120
 
 
 def test_a_long_table_past_the_exact_count_still_wraps_whole():
     n = text_layout.EXACT_ROWS + 50  # more different rows than are wrapped to choose the widths
-    events = [CompileEvent(function=f"{LONG_NAME}_{i}", kind="recompile", started_at=float(i),
+    events = [CompileEvent(function=f"{RESUME}_{i}", kind="recompile", started_at=float(i),
                            changed=f"{LONG_REASON} {i}", context=f"generate batch {i}",
                            input_shapes={"x": [1, i]}) for i in range(n)]
     text = report.format_events(make_log(events))
@@ -157,20 +169,20 @@ def test_pieces_wrap_at_spaces_and_marks_and_lose_nothing():
 
 def test_narrowing_keeps_rows_short():
     """The text columns give up the characters that add the fewest lines: 16 rows of a real
-    generate take two lines each, not three or four."""
+    generate take two lines each, not three or four (under the legend that names the class)."""
     events = [CompileEvent(function=f"Qwen3ForCausalLM.forward[{'prefill' if i % 2 else 'decode'}]",
                            kind="recompile", started_at=float(i), input_shapes={"x": [1, i]},
                            changed="cache.layers[0].keys dim 2: 47 -> 83 (and 3 more inputs alike)",
                            context=f"generate batch {i}: padded to 64, cache 128")
               for i in range(16)]
     lines = report.format_events(make_log(events)).splitlines()
-    assert widest("\n".join(lines)) <= 120 and len(lines) == 2 + 16 * 2
+    assert widest("\n".join(lines)) <= 120 and len(lines) == 1 + 2 + 16 * 2
 
 
 def test_summary_per_function():
     text = report.format_summary(make_log(known_events(), wall=10.0))
     lines = text.splitlines()
-    assert cells(lines[0]) == ["function", "graphs", "shapes", "limit hits", "failed", "compile s",
+    assert cells(lines[0]) == ["function", "graphs", "shapes", "limit hits", "failed", "Dynamo s",
                                "mean s", "share of wall"]
     # 3 graphs, 4 distinct shapes, 1 limit hit; 0.875 s compiling, mean over graphs, 8.75% of 10 s
     assert cells(lines[2]) == ["forward", "3", "4", "1", "0", "0.875", "0.292", "8.8%"]
@@ -182,7 +194,7 @@ def test_advice_text_contains_the_numbers():
     text = report.format_advice(diagnose(make_log(known_events())))
     first = text.splitlines()[0]
     assert first.startswith("1. [critical]") and "recompile limit hit" in first
-    assert "input_ids dim 1 took 4 values (12..90) -> 3 graphs" in text
+    assert "the sequence length (input_ids dim 1) took 4 values (12..90) -> 3 graphs" in text
     assert "recompile_limit = 3" in text
     assert report.format_advice([]) == "no findings"
     two = report.format_advice([Advice("a", "b", "c", "info"), Advice("d", "", "", "warning")])
@@ -192,7 +204,7 @@ def test_advice_text_contains_the_numbers():
 def test_report_has_header_and_sections():
     text = report.format_report(make_log(known_events(), wall=10.0))
     assert text.splitlines()[0] == ("neuronkit compile report: device cpu, backend eager, 4 events, "
-                                    "0.88 s compiling, wall 10.0 s")
+                                    "0.88 s Dynamo compile, wall 10.0 s")
     positions = [text.index(h) for h in ("Compile events\n====", "Per function\n====",
                                          "Advice\n======")]
     assert positions == sorted(positions)
@@ -202,8 +214,12 @@ def test_report_of_two_ranks():
     rank1 = [dataclasses.replace(e, rank=1, started_at=e.started_at + 0.1) for e in known_events()[:2]]
     log = CompileLog.merge([make_log(known_events()), make_log(rank1)])
     text = report.format_report(log)
-    assert text.splitlines()[0].endswith("6 events, 1.62 s compiling, ranks 0,1")
-    ranks = [cells(line)[-1] for line in text.splitlines()[6:12]]
+    lines = text.splitlines()
+    assert lines[0].endswith("6 events, 1.62 s Dynamo compile, ranks 0,1")
+    # the sum over ranks and the busiest rank's seconds told apart (rank 0: 0.25 + 0.5 + 0.125)
+    assert lines[1].startswith("seconds summed over ranks 0,1; busiest rank 0: 0.88 s")
+    rule = next(i for i, line in enumerate(lines) if line and set(line) <= {"-", " "})
+    ranks = [cells(line)[-1] for line in lines[rule + 1:rule + 7]]
     assert ranks == ["0", "1", "0", "1", "0", "0"]  # merged in start-time order
     assert "ranks compiled different graphs: rank 0: 3, rank 1: 2" in text
 
@@ -291,9 +307,11 @@ def test_every_text_view_fits_120_columns_at_its_widest():
     assert "12345.6 not built" in events and "NEFF s" in events
     assert cells(events.splitlines()[0])[-1] == "rank"
     header = full.split("\n\n", 1)[0]  # wrapped: long device and backend names
-    assert header.startswith("neuronkit compile report: device neuron") and "…" not in full
+    assert header.startswith("neuronkit compile report: device neuron") and "…" not in header
     assert "device " + "neuron " * 19 + "neuron, backend" in " ".join(header.split())  # whole
-    assert header.endswith(", ranks 0-63")
+    head, note = header.rsplit("\n", 1)  # then which seconds are whose
+    assert " ".join(head.split()).endswith(", ranks 0-63")
+    assert note.startswith("seconds summed over ranks 0-63; ")
     plain = report.format_report(make_log(known_events(), wall=10.0))
     assert widest(plain) <= 120 and "…" not in plain
 
@@ -389,9 +407,10 @@ def test_a_limited_report_formats_only_the_shown_events_and_summarises_once(monk
 def test_report_data_has_stable_keys_and_raw_values():
     log = make_log(known_events(), wall=10.0)
     data = report_json.report_data(log, limit=2)
-    assert list(data) == ["format", "version", "logs", "device", "backend", "ranks",
-                          "wall_time_s", "compile_s", "neff_s", "share_of_wall", "counts",
-                          "worst_severity", "summary", "advice", "events"]
+    assert list(data) == ["format", "version", "logs", "synthetic", "synthetic_reason", "device",
+                          "backend", "ranks", "wall_time_s", "compile_s", "dynamo_s", "kernel_s",
+                          "neff_s", "busiest_rank", "share_of_wall", "counts", "worst_severity",
+                          "summary", "advice", "events"]
     assert (data["format"], data["version"]) == ("neuronkit-report", 1)
     assert data["counts"] == {"events": 4, "shown": 2, "not_shown": 2, "graphs": 3,
                               "kinds": {"first": 1, "recompile": 2, "limit_hit": 1},
