@@ -78,9 +78,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from .workloads.collate import FixedLengthCollator
     from .workloads.dataset_shapes import check_static_shapes
     from .workloads.distributed import launch
+    from .workloads.generate_eager import EagerForwardWarning
     from .workloads.generate_settings import compile_config
     from .workloads.generation import GenerationResult, generate
-    from .workloads.generate_eager import EagerForwardWarning
     from .workloads.padding_check import LeftPaddingError
     from .workloads.progress import BatchProgress
     from .workloads.shape_audit import ShapeAudit, audit_shapes

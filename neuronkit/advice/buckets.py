@@ -48,13 +48,14 @@ def bucket_multiple(events: list[CompileEvent]) -> int:
     return BUCKET_MULTIPLE.get(device.partition(":")[0], 16)
 
 
-def suggest_buckets(seen: list[int], multiple_of: int, price: BucketPrice = BucketPrice(),
+def suggest_buckets(seen: list[int], multiple_of: int, price: BucketPrice | None = None,
                     graphs_per_bucket: int = 1) -> tuple[list[int], dict[str, Any]]:
     """Bucket boundaries for the lengths a log saw (repeats weigh more), each a multiple of
     ``multiple_of``, at most MAX_SUGGESTED_BUCKETS: ``nk.plan_buckets`` at ``price``; with the
     keyword arguments that give the same plan from ``nk.plan_buckets(lengths, **kwargs)``."""
     from neuronkit.workloads.shapes import plan_buckets  # numpy: when needed
 
+    price = price or BucketPrice()
     seen = sorted(n for n in seen if n > 0)  # an empty input (length 0) needs no bucket
     kwargs: dict[str, Any] = {
         "max_buckets": min(MAX_SUGGESTED_BUCKETS, len(set(seen))) or 1,
@@ -67,12 +68,13 @@ def suggest_buckets(seen: list[int], multiple_of: int, price: BucketPrice = Buck
 
 def bucket_finding(function: str, group: list[Series], graphs: int, multiple_of: int,
                    eager: tuple[int, bool], generation: bool = False,
-                   price: BucketPrice = BucketPrice(), graphs_per_bucket: int = 1) -> Advice:
+                   price: BucketPrice | None = None, graphs_per_bucket: int = 1) -> Advice:
     """One cause (``group``: the dims it moved, its leader first) compiled a graph per value;
     ``eager``: the shapes that ran eager after a limit hit, and whether that count is exact;
     ``graphs_per_bucket``: the graphs each value compiles (2 where the prompt length drives a
     prefill and a decode graph)."""
     values = group[0].distinct
+    price = price or BucketPrice()
     seen = sorted(v for _, v in group[0].values)
     buckets, plan = suggest_buckets(seen, multiple_of, price, graphs_per_bucket)
     ran, exact = eager

@@ -26,7 +26,7 @@ __all__ = ["shape_findings"]
 
 
 def shape_findings(function: str, events: list[CompileEvent], multiple_of: int,
-                   ranks: list[int], price: BucketPrice = BucketPrice(),
+                   ranks: list[int], price: BucketPrice | None = None,
                    graphs_per_bucket: int = 1) -> list[Advice]:
     """What varied between the graphs of one function (``function``: its label): one finding
     per cause (``shapes.groups``); ``price`` and ``graphs_per_bucket`` price suggested buckets."""

@@ -36,14 +36,13 @@ def run_demo(model: str | None = None, requests: int = 12, max_new_tokens: int =
     """Run the demo and print its report; returns a process exit code."""
     import torch
 
+    from neuronkit.advice.diagnose import diagnose
     from neuronkit.examples.text import mixed_texts
     from neuronkit.recorder.recorder import CompileRecorder
     from neuronkit.setup.device import detect
     from neuronkit.setup.models import load_model, load_tokenizer
     from neuronkit.views.text import format_report
     from neuronkit.workloads.generation import generate
-    from neuronkit.advice.diagnose import diagnose
-    from neuronkit.workloads.shapes import Buckets
 
     if requests < 1:
         raise ValueError(f"--requests must be at least 1, got {requests}")

@@ -220,8 +220,8 @@ def _collapse(parts: list[str]) -> str:
         if not names:
             out.append(change)
             continue
-        rest = names[1:] if len(names) <= 3 else [names[1], f"{len(names) - 2} more alike"]
-        out.append(f"{names[0]}: {change}" + (f" (with {' and '.join(rest)})" if rest else ""))
+        others = names[1:] if len(names) <= 3 else [names[1], f"{len(names) - 2} more alike"]
+        out.append(f"{names[0]}: {change}" + (f" (with {' and '.join(others)})" if others else ""))
     return "; ".join(out)
 
 
@@ -253,6 +253,19 @@ def _frame_metrics(name: FrameName) -> dict[str, Any]:
     return out
 
 
+def _graph_kind(cached: Any, state: FunctionState) -> EventKind:
+    """``first`` or ``recompile`` for a graph of one variant (``cached``: the graphs Dynamo held
+    for its code object). A code that held none, or fewer than the variant last saw (a
+    ``torch._dynamo.reset()`` since), starts the variant again. A variant's first graph here
+    (``forward[decode]`` after ``forward[prefill]``, or code compiled before recording began)
+    is its ``first`` though Dynamo counts a recompile of the code object (the count is kept)."""
+    if cached == 0 or (cached is None and state.graphs == 0) or (
+            isinstance(cached, int) and cached < state.graphs):
+        state.shapes, state.graphs = None, 0
+        return "first"
+    return "first" if state.graphs == 0 else "recompile"
+
+
 def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
              state: FunctionState, name: FrameName, config_limit: int) -> CompileEvent:
     """The event for one compile (``m``: its metrics record; ``note``: torch's limit warning,
@@ -271,17 +284,8 @@ def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
         kind = "graph_break"
     elif fail_type:
         kind = "failed"
-    elif cached == 0 or (cached is None and state.graphs == 0) or (
-            isinstance(cached, int) and cached < state.graphs):  # the code lost graphs: a reset
-        kind = "first"  # also after torch._dynamo.reset(), for every variant of the code
-        state.shapes, state.graphs = None, 0
-    elif state.graphs == 0:
-        # the first graph of this variant here (``forward[decode]`` after ``forward[prefill]``, or
-        # a code object compiled before recording began): Dynamo counts it a recompile of the code
-        # object; the variant's story starts here, so it is its ``first`` (the count is kept)
-        kind = "first"
     else:
-        kind = "recompile"
+        kind = _graph_kind(cached, state)
     reasons, shapes = list(parts.reasons), dict(parts.inputs)
     if kind == "first":
         changed = ""

@@ -183,15 +183,16 @@ def _fit_title(title: Text, room_px: float, renderer: RendererBase) -> None:
     ``_TWO_LINE_FONT``: both fit the top margin) where one would need a smaller font, then
     shrunk until it fits (text does not narrow in proportion to its size; 5 points at least)."""
     extent = title.get_window_extent(renderer).width
-    text, size = title.get_text(), title.get_fontsize()
+    text, size = title.get_text(), float(title.get_fontsize())
     if extent > room_px and size * room_px / extent < _TWO_LINE_FONT and ", " in text:
         title.set_text(text.replace(", ", "\n", 1))
         title.set_fontsize(min(size, _TWO_LINE_FONT))
         extent = title.get_window_extent(renderer).width
     for _ in range(4):
-        if extent <= room_px or title.get_fontsize() <= 5.0:
+        current = float(title.get_fontsize())
+        if extent <= room_px or current <= 5.0:
             return
-        title.set_fontsize(max(title.get_fontsize() * room_px / extent * 0.98, 5.0))
+        title.set_fontsize(max(current * room_px / extent * 0.98, 5.0))
         extent = title.get_window_extent(renderer).width
 
 
