@@ -147,7 +147,8 @@ def main() -> None:
     if args.update:   # the earlier rows of the types not re-checked, and the earlier run's line
         earlier = json.loads(Path(args.out).with_suffix(".json").read_text())
         rows += [FamilyOutcome(**r) for r in earlier["rows"] if r["model_type"] not in types]
-        run = f"{earlier['settings']['run']}; re-checked since: {', '.join(types)}"
+        before, sep, checked = earlier["settings"]["run"].partition("; re-checked since: ")
+        run = f"{before}; re-checked since: {checked + ', ' if sep else ''}{', '.join(types)}"
     versions = {"transformers": transformers.__version__, "torch": torch.__version__}
     date = datetime.date.today().isoformat()
     settings = {
