@@ -17,7 +17,7 @@ import msgspec
 
 from neuronkit.events.event import FIELDS, GRAPH_KINDS, CompileEvent
 
-__all__ = ["NUMBER_FIELDS", "TEXT_FIELDS", "as_events", "compile_seconds", "function_labels",
+__all__ = ["NEURONX_FIELD", "NUMBER_FIELDS", "TEXT_FIELDS", "as_events", "compile_seconds", "function_labels",
            "graphs", "in_start_order", "is_synthetic", "neff_seconds", "number", "of_kind",
            "readable", "shape_key", "short_label", "synthetic_reason", "text_of", "total_seconds"]
 
@@ -245,6 +245,9 @@ def readable(events: Iterable[CompileEvent], contents: bool = False) -> list[Com
     return out
 
 
+NEURONX_FIELD = "torch_neuronx"  # the header field of torch-neuronx's version (a string)
+
+
 def synthetic_reason(header: Any) -> str:
     """Why a log's events are no measurement ("" when nothing says so): its header's
     ``synthetic`` is true, or its ``torch_neuronx`` names neuronkit's test fake (the fake
@@ -255,7 +258,7 @@ def synthetic_reason(header: Any) -> str:
     flag = header.get("synthetic")
     if flag is True or (isinstance(flag, str) and flag.strip().lower() in ("true", "yes")):
         reasons.append('the header says "synthetic": true')
-    neuronx = header.get("torch_neuronx")
+    neuronx = header.get(NEURONX_FIELD)
     if isinstance(neuronx, str) and ("neuron_fake" in neuronx
                                      or neuronx.strip().lower().startswith("fake")):
         reasons.append("torch_neuronx is neuronkit's test fake")

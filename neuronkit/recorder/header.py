@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuronkit._version import __version__
+from neuronkit.events.facts import NEURONX_FIELD
 from neuronkit.events.schema import FORMAT, FORMAT_VERSION
 from neuronkit.setup import device as setup_device
 
@@ -16,7 +17,7 @@ def default_header(device: str = "", backend: str = "", **extra: Any) -> dict[st
     versions: dict[str, Any] = {"neuronkit": __version__}
     for name in ("torch", "transformers"):
         versions[name] = setup_device.package_version(name)
-    versions["torch_neuronx"] = setup_device.torch_neuronx_version()
+    versions[NEURONX_FIELD] = setup_device.torch_neuronx_version()
     return {"format": FORMAT, "version": FORMAT_VERSION, **versions,
             "device": device, "backend": backend, **extra}
 

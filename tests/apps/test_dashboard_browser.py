@@ -265,7 +265,7 @@ def test_generate_shows_the_compile_in_progress_before_its_event(dashboard_page)
         ui.page.wait_for_function(
             "([el, before]) => el.src !== before && el.complete && el.naturalWidth > 0",
             arg=[chart.element_handle(), before], timeout=WAIT_MS)
-        assert dash.locator(".nk-events-table tbody tr.nk-first").count() == 1
+        assert dash.locator(".nk-events-table tbody tr.nk-first").count() == 2  # prefill, decode
         assert dash.locator(".nk-graph-count .nk-total-graphs").inner_text() == compiles[1]
         assert dash.locator(".nk-output-text pre").inner_text().strip()
         assert "tokens/s" in dash.locator(".nk-output-text").inner_text()
