@@ -15,7 +15,6 @@ whose ``metrics["not_compiled"]`` holds the cause and the reason.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import sys
 import warnings
@@ -25,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.setup.decode_graphs import decode_code, held_graphs, location_of
+from neuronkit.workloads.prefill_masks import wrapped_method
 
 __all__ = ["NOT_COMPILED", "EagerForwardWarning", "ForwardChoices", "Uncompiled", "eager_reason",
            "is_uncompiled", "nothing_compiled", "record_uncompiled", "warn_eager"]
@@ -140,29 +140,10 @@ class ForwardChoices:
         """While open (and ``on``): transformers' two compile decisions wrapped on the instance."""
         with contextlib.ExitStack() as stack:
             if on:
-                stack.enter_context(_wrapped(self.model, "_valid_auto_compile_criteria",
+                stack.enter_context(wrapped_method(self.model, "_valid_auto_compile_criteria",
                                              self._criteria))
-                stack.enter_context(_wrapped(self.model, "get_compiled_call", self._compiled_call))
+                stack.enter_context(wrapped_method(self.model, "get_compiled_call", self._compiled_call))
             yield self
-
-
-@contextlib.contextmanager
-def _wrapped(model: Any, name: str, wrapper: Callable) -> Iterator[None]:
-    """``model.<name>`` replaced on the instance by ``wrapper(original, ...)`` (nothing done
-    where the model has no such method)."""
-    original = getattr(model, name, None)
-    if not callable(original):
-        yield
-        return
-    had = name in vars(model)
-    setattr(model, name, functools.partial(wrapper, original))
-    try:
-        yield
-    finally:
-        if had:
-            setattr(model, name, original)
-        else:
-            delattr(model, name)
 
 
 def nothing_compiled(model: Any, batch_events: list[CompileEvent]) -> Uncompiled | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-__all__ = ["prefill_masks"]
+__all__ = ["prefill_masks", "wrapped_method"]
 
 
 def _all_positions(batch_idx, head_idx, q_idx, kv_idx):
@@ -37,16 +37,20 @@ def prefill_masks(model, on: bool):
     def inputs_kept(original: Callable, *args: Any, **kwargs: Any) -> Any:
         return _recurrent_masks_kept(original(*args, **kwargs))
 
-    with _wrapped(model, "create_masks_for_generate", masks_kept, create_masks_for_generate), \
-            _wrapped(model, "prepare_inputs_for_generation", inputs_kept):
+    with wrapped_method(model, "create_masks_for_generate", masks_kept, create_masks_for_generate), \
+            wrapped_method(model, "prepare_inputs_for_generation", inputs_kept):
         yield
 
 
 @contextlib.contextmanager
-def _wrapped(model, name: str, wrapper: Callable, default: Any = None):
-    """``model.<name>`` replaced, on the instance, by ``wrapper(original, ...)`` while open."""
+def wrapped_method(model: Any, name: str, wrapper: Callable, default: Any = None) -> Iterator[None]:
+    """``model.<name>`` (else ``default``) replaced, on the instance, by ``wrapper(original,
+    ...)`` while open; nothing done where there is no such callable."""
     had = name in vars(model)
     original = getattr(model, name, default)
+    if not callable(original):
+        yield
+        return
     setattr(model, name, functools.partial(wrapper, original))
     try:
         yield
