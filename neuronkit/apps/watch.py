@@ -46,7 +46,7 @@ from neuronkit.views.table_cells import (
     number_text,
     short_names,
 )
-from neuronkit.views.text import format_report
+from neuronkit.views.text import format_report, why_text
 from neuronkit.views.text_layout import NARROWEST, WIDTH, bounded
 
 __all__ = ["DEFAULT_EVENTS", "RankRow", "final_report", "rank_rows", "render", "watch"]
@@ -129,15 +129,9 @@ def _ranks_table(rows: list[RankRow], now: float) -> Table:
 
 
 def _cell(key: str, event: CompileEvent, label: str, t0: float) -> str:
-    """A cell as the event table words it; the reason after what changed, once when both say
-    the same (a guard failure on a size is worded as the change)."""
-    text = CELLS[key](event, label, t0)
-    if key != "reason":
-        return text
-    changed = CELLS["changed"](event, label, t0).strip("—")
-    if not changed or text.startswith(changed):
-        return text or "-"
-    return f"{changed}; {text}" if text else changed
+    """A cell as the event table words it; the reason column as the text report's
+    (:func:`~neuronkit.views.text.why_text`: what changed against the variant's last graph)."""
+    return why_text(event) if key == "reason" else CELLS[key](event, label, t0)
 
 
 def _events_table(events: list[CompileEvent], limit: int) -> Table:
@@ -195,6 +189,13 @@ def _one_line(*parts: Text) -> Text:
     return line
 
 
+def _seconds(events: list[CompileEvent]) -> str:
+    """The compile seconds by source: Dynamo's, and the NEFF builds where there are any."""
+    total = total_seconds(events)
+    neff = sum(e.neff_s for e in events)
+    return f"{total - neff:.1f} s Dynamo compile" + (f" + {neff:.1f} s NEFF builds" if neff else "")
+
+
 def _title(follower: Follower, events: list[CompileEvent], rows: list[RankRow]) -> Text:
     logs = follower.logs
     still = sum(not closed for closed in logs.values())
@@ -202,7 +203,7 @@ def _title(follower: Follower, events: list[CompileEvent], rows: list[RankRow]) 
     title = Text.assemble(Text("neuronkit watch ", style="bold"), _text(follower.path),
                           Text(f"\n{len(logs)} log(s), {state}, {len(rows)} rank(s), "
                                f"{len(events)} events, {graphs(events)} graphs, "
-                               f"{total_seconds(events):.1f} s compiling"))
+                               f"{_seconds(events)}"))
     if follower.offsets:
         shifts = ", ".join(f"{strip_control(h, keep_newlines=False)} {s:+.3f} s"
                            for h, s in list(follower.offsets.items())[:8])

@@ -41,7 +41,8 @@ from neuronkit.views.report_facts import (
 from neuronkit.views.table_cells import UNKNOWN, name_legend, number_text, reason_list, short_names
 from neuronkit.views.text_layout import WIDTH, Col, bounded, clean, fitted, wrap
 
-__all__ = ["LIMIT_FLAG", "format_advice", "format_events", "format_report", "format_summary"]
+__all__ = ["LIMIT_FLAG", "format_advice", "format_events", "format_report", "format_summary",
+           "why_text"]
 
 LIMIT_FLAG = "!!"
 
@@ -53,7 +54,7 @@ def _first_reason(e: CompileEvent) -> str:
     return clean(guard_text(bounded(reasons[0]))) if reasons else ""
 
 
-def _why(e: CompileEvent) -> str:
+def why_text(e: CompileEvent) -> str:
     """What changed against the variant's last graph, in short: the first dimension and how many
     more moved (``input_ids dim 1: 137 -> 115 (+3 dims)``: the whole text is in ``--json`` and the
     dashboard); a guard reason only where it is no shape (a shape guard compares with the graph
@@ -146,7 +147,7 @@ def _events_text(events: list[CompileEvent], limit: int | None, facts: ReportFac
         place = (text_of(e.function), text_of(e.location))
         label = used[place] = facts.labels.get(place, place[0])
         row = [number_text(e.seq, "d"), _offset(e.started_at, facts.t0),
-               shorts.get(label, label), _kind(e), _why(e),
+               shorts.get(label, label), _kind(e), why_text(e),
                number_text(e.duration_s, ".3f"), *([_neff(e)] if facts.neuron else []),
                text_of(e.context) or "-", *([number_text(e.rank, "d")] if several_ranks else [])]
         rows.append([clean(bounded(cell)) or "-" for cell in row])

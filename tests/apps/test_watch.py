@@ -79,7 +79,7 @@ def test_frame_shows_each_rank_its_counts_the_reasons_and_the_advice(tmp_path):
     #            rank graphs recompiles compile s events last event   log
     assert rows["0"] == ["0", "3", "2", "4.5", "3", "5.5 s ago", "closed"]
     assert rows["1"] == ["1", "1", "0", "1.5", "1", "7.0 s ago", "open"]
-    assert "2 log(s), 1 open, 2 rank(s), 4 events, 4 graphs, 6.0 s compiling" in text
+    assert "2 log(s), 1 open, 2 rank(s), 4 events, 4 graphs, 6.0 s Dynamo compile" in text
     assert "Latest events (4 of 4)" in text
     assert "input_ids dim 1: 48 -> 80" in text      # the reason, as the event table words it
     assert "recompile" in text and "forward" in text
