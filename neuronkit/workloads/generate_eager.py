@@ -153,7 +153,7 @@ def nothing_compiled(model: Any, batch_events: list[CompileEvent]) -> Uncompiled
         return None
     import torch._dynamo
 
-    if torch._dynamo.config.disable:
+    if getattr(torch._dynamo.config, "disable", False):
         return Uncompiled("", "dynamo_disabled", "torch._dynamo is disabled (torch._dynamo.config."
                                                  "disable, or TORCHDYNAMO_DISABLE=1)")
     code = decode_code(model)

@@ -108,12 +108,13 @@ def test_a_compiled_run_says_nothing_of_the_kind(model, tok, compiler_reset):
     assert not uncompiled_findings(res.events)
 
 
-def test_dynamo_switched_off_is_named(monkeypatch):
+def test_dynamo_switched_off_is_named():
     import torch._dynamo
 
     model = types.SimpleNamespace(forward=lambda **kw: None)
-    monkeypatch.setattr(torch._dynamo.config, "disable", True)
-    found = nothing_compiled(model, [])
+    # torch's own patch: pytest's monkeypatch deletes a config key on undo (a ConfigModule)
+    with torch._dynamo.config.patch(disable=True):
+        found = nothing_compiled(model, [])
     assert found is not None and found.cause == "dynamo_disabled"
     assert nothing_compiled(model, [CompileEvent(kind="first")]) is None   # a graph compiled
 
