@@ -23,7 +23,7 @@ from neuronkit.advice.limits import limit_findings
 from neuronkit.advice.neuron import fallback_findings, kernel_findings, neff_findings
 from neuronkit.advice.ranks import group_findings, rank_findings
 from neuronkit.advice.recompiles import shape_findings
-from neuronkit.advice.shapes import graphs_per_rank
+from neuronkit.advice.shapes import DECODE, PREFILL, graphs_per_rank
 from neuronkit.advice.timing import compile_share
 from neuronkit.advice.uncompiled import uncompiled_findings
 from neuronkit.events.event import CompileEvent
@@ -117,8 +117,6 @@ def _diagnose(events: list[CompileEvent], multiple_of: int | None,
     # so the shape findings above it keep their place from run to run
     return found + [compile_share(events, wall)]
 
-
-PREFILL, DECODE = "[prefill]", "[decode]"
 
 
 def _decode_of(function: str) -> str:

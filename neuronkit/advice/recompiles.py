@@ -9,6 +9,8 @@ from neuronkit.advice.buckets import BucketPrice, bucket_finding
 from neuronkit.advice.finding import Advice
 from neuronkit.advice.limits import ran_eager
 from neuronkit.advice.shapes import (
+    DECODE,
+    PREFILL,
     Series,
     consecutive,
     graphs_of,
@@ -35,7 +37,7 @@ def shape_findings(function: str, events: list[CompileEvent], multiple_of: int,
     graphs = graphs_of(events)
     generation = (is_generation(events[0].function, shaped, varied)
                   or any(e.metrics.get("phase") for e in shaped)
-                  or "[prefill]" in function or "[decode]" in function)
+                  or PREFILL in function or DECODE in function)
     found: list[Advice] = []
     grouped = groups(varied, {i for i, e in enumerate(shaped) if e.kind in GRAPH_KINDS})
     per_token = [g for g in grouped if g[0].role == "cache" and consecutive(g[0].distinct)]
@@ -106,7 +108,7 @@ def _batch_change(function: str, group: list[Series], events: list[CompileEvent]
 
 def _cache_growth(function: str, group: list[Series], graphs: int) -> Advice:
     """A static cache whose length changed: generate() sizes it from the prompt length, so the
-    cause is the prompt length; the cache gets no buckets of its own (``follow_prompts`` names
+    cause is the prompt length; the cache gets no buckets of its own (``diagnose`` points it to
     the prefill's finding where the log has one)."""
     s = group[0]
     values = s.distinct

@@ -30,9 +30,9 @@ from neuronkit.sources.torch_text import (
     sole_mismatch_at,
 )
 
-__all__ = ["USER_INPUTS", "Series", "consecutive", "graphs_of", "graphs_per_rank", "groups",
-           "is_generation", "leader_rank", "limit_value", "offset", "per_rank", "scalar_guards",
-           "series"]
+__all__ = ["DECODE", "PREFILL", "USER_INPUTS", "Series", "consecutive", "graphs_of",
+           "graphs_per_rank", "groups", "is_generation", "leader_rank", "limit_value", "offset",
+           "per_rank", "scalar_guards", "series"]
 
 
 def graphs_per_rank(events: list[CompileEvent]) -> int:
@@ -162,12 +162,13 @@ def groups(found: dict[tuple[str, int], Series], graph_at: set[int]) -> list[lis
 
 
 def _pattern(values: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    """Where a dim changed, as (event index, how many distinct values before this one): two
-    dims with one pattern move together, whatever their values."""
+    """Where a dim changed, as (event index, the order its value was first seen in): two dims
+    with one pattern move together, whatever their values."""
     seen: dict[int, int] = {}
     return tuple((i, seen.setdefault(v, len(seen))) for i, v in values)
 
 
+PREFILL, DECODE = "[prefill]", "[decode]"  # the phases of a function label (sources/assemble.py)
 USER_INPUTS = ("input_ids", "inputs_embeds", "input_features", "input_values", "pixel_values")
 
 

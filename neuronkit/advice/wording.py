@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuronkit.advice.shapes import Series, leader_rank, offset
+from neuronkit.sources.assemble import with_others
 
 __all__ = ["cause", "count", "dims", "listed", "named", "span"]
 
@@ -25,22 +26,24 @@ def listed(values: list[Any], most: int = 12) -> str:
     return shown + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
+def _same(group: list[Series]) -> list[str]:
+    """The dims that took the leader's values, each ``name dim d``."""
+    return [f"{s.name} dim {s.dim}" for s in group[1:] if offset(group[0], s) == 0]
+
+
 def dims(group: list[Series]) -> str:
     """A group of input dimensions one cause moved: ``input_ids dim 1 (with position_ids dim 1
-    and attention_mask dim 2); attention_mask dim 3 follows it (+32)``: those with the leader's
+    and attention_mask dim 2); attention_mask dim 3 (+32) follows it``: those with the leader's
     values named with it (counted past two), those sized from it (a cache length) after it."""
-    head, same, derived = group[0], [], []
+    head = group[0]
+    derived = []
     for s in group[1:]:
         k = offset(head, s)
-        if k == 0:
-            same.append(f"{s.name} dim {s.dim}")
-        else:
+        if k != 0:
             derived.append(f"{s.name} dim {s.dim}" + (f" ({k:+d})" if k is not None else ""))
-    if len(same) > 2:
-        same = [same[0], f"{len(same) - 1} more alike"]
     if len(derived) > 2:
         derived = [derived[0], f"{len(derived) - 1} more"]
-    text = f"{head.name} dim {head.dim}" + (f" (with {' and '.join(same)})" if same else "")
+    text = f"{head.name} dim {head.dim}{with_others(_same(group))}"
     return text + (f"; {' and '.join(derived)} follow{'s' if len(derived) == 1 else ''} it"
                    if derived else "")
 
@@ -52,9 +55,7 @@ def named(group: list[Series], generation: bool) -> str:
     head = group[0]
     if what != f"{head.name} dim {head.dim}":
         return f"{what} ({head.name} dim {head.dim})"
-    same = [f"{s.name} dim {s.dim}" for s in group[1:] if offset(head, s) == 0]
-    shown = same if len(same) <= 2 else [same[0], f"{len(same) - 1} more alike"]
-    return what + (f" (with {' and '.join(shown)})" if shown else "")
+    return what + with_others(_same(group))
 
 
 def cause(group: list[Series], generation: bool) -> str:

@@ -29,7 +29,7 @@ from neuronkit.sources.torch_text import (
 )
 
 __all__ = ["FrameName", "FunctionState", "TracedParts", "assemble", "break_events",
-           "describe_change", "name_frame"]
+           "describe_change", "dims_named", "name_frame", "with_others"]
 
 KEPT_METRICS = ("guard_count", "graph_node_count", "graph_op_count", "graph_input_count",
                 "cache_size", "accumulated_cache_size", "backend_compile_time_s",
@@ -220,9 +220,27 @@ def _collapse(parts: list[str]) -> str:
         if not names:
             out.append(change)
             continue
-        others = names[1:] if len(names) <= 3 else [names[1], f"{len(names) - 2} more alike"]
-        out.append(f"{names[0]}: {change}" + (f" (with {' and '.join(others)})" if others else ""))
+        out.append(f"{names[0]}: {change}{with_others(names[1:])}")
     return "; ".join(out)
+
+
+def with_others(others: list[str]) -> str:
+    """The dims beside the first one of a change: `` (with b dim 1 and c dim 2)``, past two
+    `` (with b dim 1 and 3 more alike)``; "" for none. :func:`dims_named` counts them back."""
+    if len(others) > 2:
+        others = [others[0], f"{len(others) - 1} more alike"]
+    return f" (with {' and '.join(others)})" if others else ""
+
+
+def dims_named(phrase: str) -> int:
+    """How many dims one phrase of a ``changed`` text names: ``a dim 1: 8 -> 16 (with b dim 1
+    and 2 more alike)`` names 4 (:func:`with_others` wrote it)."""
+    _, found, names = phrase.partition(" (with ")
+    n = 1
+    for name in names.rstrip(")").split(" and ") if found else []:
+        count = name.removesuffix(" more alike")
+        n += int(count) if count != name and count.isdigit() else 1
+    return n
 
 
 def _limit_shapes(previous: dict[str, list] | None, reasons: list[str]) -> dict[str, list]:

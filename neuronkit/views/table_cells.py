@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Mapping
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import number, text_of
 from neuronkit.sources.torch_text import short_reason
+from neuronkit.views.text_layout import ELLIPSIS
 
 __all__ = ["CELLS", "COLUMN_LABELS", "KIND_LABELS", "LEGEND_PLACES", "NEURON_COLUMNS",
            "OPTIONAL_COLUMNS", "REASON_WIDTH", "UNKNOWN", "as_text", "fit_label", "is_number",
@@ -31,7 +32,6 @@ REASON_WIDTH = 90
 
 
 UNKNOWN = "?"  # a number field that holds no number
-ELLIPSIS = "…"
 
 
 def is_number(value: Any) -> bool:

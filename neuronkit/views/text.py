@@ -23,6 +23,7 @@ from neuronkit.events.event import BUILD_KINDS, CompileEvent
 from neuronkit.events.facts import number, text_of
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import terminal_safe
+from neuronkit.sources.assemble import dims_named
 from neuronkit.sources.torch_text import guard_text, input_name
 from neuronkit.views.report_facts import (
     DEFAULT_LIMIT,
@@ -78,17 +79,6 @@ def why_text(e: CompileEvent) -> str:
     return f"{changed}; {reason}" if changed else reason
 
 
-def _dims_named(phrase: str) -> int:
-    """Dims one phrase of ``changed`` names: ``a dim 1: 8 -> 16 (with b dim 1 and 2 more
-    alike)`` names 4."""
-    _, found, names = phrase.partition(" (with ")
-    n = 1
-    for name in names.rstrip(")").split(" and ") if found else []:
-        count = name.removesuffix(" more alike")
-        n += int(count) if count != name and count.isdigit() else 1
-    return n
-
-
 def _short_change(changed: str) -> str:
     """``a dim 1: 8 -> 16 (with b dim 1 and 2 more alike); c dim 3: 9 -> 17`` as
     ``a dim 1: 8 -> 16 (+4 dims)``; other text as it is."""
@@ -96,7 +86,7 @@ def _short_change(changed: str) -> str:
     head = phrases[0].partition(" (with ")[0]
     if " dim " not in head or " -> " not in head:
         return changed
-    more = sum(map(_dims_named, phrases)) - 1
+    more = sum(map(dims_named, phrases)) - 1
     return head + (f" (+{more} dim{'s' if more > 1 else ''})" if more else "")
 
 
