@@ -104,10 +104,11 @@ def test_notebook_01_says_when_monitoring_waits_for_the_device():
             and "logging steps, epoch ends and `rec.stop()`" in prose)
 
 
-def test_notebook_01_uses_torch_neuronx_meaning_of_a_stale_lock():
+def test_notebook_01_judges_a_lock_by_its_holder_not_its_age():
     prose = _prose("01")
-    assert not re.search(r"that no compile holds is stale", prose)
-    assert "held past `TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT`" in prose
+    assert not re.search(r"that no compile holds is stale|stale\* when it is held past", prose)
+    assert "whether a process holds it now" in prose
+    assert "counted from the start of its own wait" in " ".join(prose.split())
 
 
 def _outputs(number: str, cell_id: str) -> str:

@@ -20,7 +20,7 @@ from neuronkit.advice.breaks import failure_findings, graph_break_findings
 from neuronkit.advice.buckets import BucketPrice, bucket_multiple
 from neuronkit.advice.finding import SEVERITIES, Advice
 from neuronkit.advice.limits import limit_findings
-from neuronkit.advice.neuron import fallback_findings, kernel_findings, neff_findings
+from neuronkit.advice.neuron import fallback_findings, kernel_findings, neff_findings, sync_mode_findings
 from neuronkit.advice.ranks import group_findings, rank_findings
 from neuronkit.advice.recompiles import shape_findings
 from neuronkit.advice.shapes import DECODE, PREFILL, graphs_per_rank
@@ -105,6 +105,7 @@ def _diagnose(events: list[CompileEvent], multiple_of: int | None,
     found = _decode_follows_prefill(found)
     found += rank_findings(events, labels) + neff_findings(events) + kernel_findings(events)
     found += fallback_findings(events)
+    found += sync_mode_findings(events)
     found += uncompiled_findings(events)
     graphs = {} if found else {f: graphs_per_rank(evs) for f, evs in by_function.items()}
     if not found and all(n <= 1 for n in graphs.values()):

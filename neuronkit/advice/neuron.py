@@ -10,8 +10,9 @@ from collections import Counter
 from neuronkit.advice.finding import Advice
 from neuronkit.events.event import BUILD_KINDS, CompileEvent
 from neuronkit.events.facts import number, of_kind
+from neuronkit.log.shared_cache import waited_for
 
-__all__ = ["fallback_findings", "kernel_findings", "neff_findings"]
+__all__ = ["fallback_findings", "kernel_findings", "neff_findings", "sync_mode_findings"]
 
 
 def neff_findings(events: list[CompileEvent]) -> list[Advice]:
@@ -21,7 +22,8 @@ def neff_findings(events: list[CompileEvent]) -> list[Advice]:
     graphs = [e for e in of_kind(events, *BUILD_KINDS) if e.neff_cache is not None]
     if not graphs:
         return []
-    states = Counter(e.neff_cache for e in graphs)
+    waited = [e for e in graphs if e.neff_cache == "disk_hit" and waited_for(e)]
+    states = Counter(e.neff_cache for e in graphs if e not in waited)
     built = [e for e in graphs if e.neff_cache == "compiled"]
     neff = sum(float(e.neff_compile_s or 0.0) for e in built)
     dynamo = sum(e.duration_s for e in graphs)
@@ -34,6 +36,10 @@ def neff_findings(events: list[CompileEvent]) -> list[Advice]:
         detail += (f" and {states['disk_hit']} were loaded from the NEFF disk cache or waited "
                    "for another process's build (torch-neuronx records 0 s for both, so their "
                    "wait is not known)")
+    if waited:
+        wait_s = sum(float(number((waited_for(e) or {}).get("wait_s")) or 0.0) for e in waited)
+        detail += (f"; {len(waited)} waited {wait_s:.1f} s in all under the lock for another "
+                   "rank's build of the same NEFF (counted once, as that rank's build)")
     fix = ("keep the NEFF cache between runs ($TORCH_NEURONX_NEFF_CACHE_DIR on a persistent disk, "
            "the same NEURON_CC_FLAGS: they are part of every key) and compile fewer shapes"
            if built and neff > dynamo else "")
@@ -44,25 +50,53 @@ def neff_findings(events: list[CompileEvent]) -> list[Advice]:
                    "warning" if fix else "info",
                    {"neff_s": round(neff, 3), "built": len(built), "disk_hits": states["disk_hit"],
                     "memory_hits": states["memory_hit"], "dynamo_s": round(dynamo, 3),
-                    "backward_built": backward})]
+                    "backward_built": backward, "waited": len(waited)})]
 
 
 def fallback_findings(events: list[CompileEvent]) -> list[Advice]:
-    """Eager ops that fell back to CPU on Neuron: their compile failed, nothing was cached, and
-    every call compiles them again before running on CPU."""
+    """Eager ops that ran on CPU on Neuron. Most have no Neuron kernel: torch-neuronx runs them
+    on CPU with no compile at all (``csrc/core/NeuronBindings.cpp:232-246,483-484``,
+    ``python_ops/base.py:763-829``); a few fell back after their Neuron compile or run failed
+    (``csrc/core/utils/ErrorRecovery.cpp:40-63``), which ``NEURON_FALLBACK_ENABLED=0`` turns into
+    an error. ``get_fallback_ops()`` does not say which."""
     rows = of_kind(events, "cpu_fallback")
     if not rows:
         return []
     ops = sorted({op for e in rows for op in e.ops})
     first = rows[0].context or "an unlabelled point"
-    detail = (f"{', '.join(ops)} ran on CPU (first seen at {first}): torch-neuronx could not "
-              "compile them, caches no failure, and so every call retries the compile and then "
-              "copies the tensors to CPU and back.")
-    fix = ("run once with NEURON_FALLBACK_ENABLED=0 (and TORCH_NEURONX_ENABLE_STACK_TRACE=1) so "
-           "the compile error is raised with the Python line; then change that op's dtype or "
-           "shape, or run it on CPU explicitly, and report the op to torch-neuronx")
-    return [Advice(f"{len(ops)} eager op(s) run on CPU after a failed Neuron compile", detail, fix,
-                   "warning", {"ops": ops, "safe_points": len(rows)})]
+    detail = (f"{', '.join(ops)} ran on CPU (first seen at {first}): torch-neuronx has no Neuron "
+              "kernel for most such ops and runs them on CPU without compiling; each call copies "
+              "the op's tensors from the device to the host and back, and waits for the device "
+              "first. Less often an op lands here because its Neuron compile or run failed.")
+    fix = ("run that step on CPU yourself before moving its tensors to the device, or write it "
+           "with ops Neuron has (torch-neuronx prints a one-time warning naming each op without "
+           "a kernel); to tell a failed compile apart, run once with NEURON_FALLBACK_ENABLED=0 "
+           "(it raises only for those) and TORCH_NEURONX_ENABLE_STACK_TRACE=1")
+    return [Advice(f"{len(ops)} eager op(s) run on CPU, a device-to-host copy each call", detail,
+                   fix, "warning", {"ops": ops, "safe_points": len(rows)})]
+
+
+def sync_mode_findings(events: list[CompileEvent]) -> list[Advice]:
+    """Said once: what a log recorded in sync mode (``NEURON_LAUNCH_BLOCKING=1``, the RELEASE
+    build's default, ``tn/_build_config.py:7-11``) cannot show."""
+    sync_kernels = [e for e in of_kind(events, "kernels") if e.metrics.get("sync_mode")]
+    in_dynamo = [e for e in of_kind(events, *BUILD_KINDS) if e.neff_in_duration]
+    if not sync_kernels and not in_dynamo:
+        return []
+    unseen = []
+    if in_dynamo:
+        unseen.append("each graph's neuronx-cc build ran inside Dynamo's compile time (the NEFF "
+                      "seconds are part of it, not added to it)")
+    if sync_kernels:
+        most = sum(int(number(e.metrics.get("compiled")) or 0) for e in sync_kernels)
+        unseen.append(f"eager-op kernels compiled in Python: their build times are not recorded, "
+                      f"and built or read from the NEFF disk cache is known only as a bound (at "
+                      f"most {most} built)")
+    return [Advice("Recorded in sync mode (NEURON_LAUNCH_BLOCKING=1): what this log cannot show",
+                   "; ".join(unseen) + ".",
+                   "to see eager kernel build times, record once with NEURON_LAUNCH_BLOCKING=0 "
+                   "(async: kernels go through the C++ compilation cache)", "info",
+                   {"sync_kernels": len(sync_kernels), "graphs_in_dynamo": len(in_dynamo)})]
 
 
 def kernel_findings(events: list[CompileEvent]) -> list[Advice]:

@@ -11,11 +11,14 @@ At exit the events recorded inside the block are counted:
 - compile seconds: the sum of ``total_s`` (Dynamo's time plus, on Neuron, the NEFF build);
 - graph breaks and failed compiles: reported, budgeted only with ``max_graph_breaks`` /
   ``max_failures``;
-- NEFF builds (``max_neff_builds``): on native Neuron, events whose NEFF neuronx-cc really built
-  (``neff_cache == "compiled"``), not loaded from the NEFF cache (``disk_hit``, ``memory_hit``).
-  A new serving process traces every graph again (``max_graphs=0`` fails) while every NEFF may
-  load from the cache. The exit takes the recorder's safe point first; an event whose NEFF state
-  is still unknown then counts as a build, and the report says so. Off Neuron: 0 (no NEFFs).
+- NEFF builds (``max_neff_builds``): on native Neuron, the NEFFs neuronx-cc really built, not
+  loaded from the NEFF cache (``disk_hit``, ``memory_hit``): graphs' (``neff_cache ==
+  "compiled"``) and eager-op kernels' (``kernels`` events), named apart in the report. A new
+  serving process traces every graph again (``max_graphs=0`` fails) while every NEFF may load from
+  the cache. The exit takes the recorder's safe point first; an event whose NEFF state is still
+  unknown then counts as a build, and the report says so. Over a merged log a NEFF built on
+  several ranks counts once, and a rank's disk hit that waited for another's build counts with
+  it (``workloads/neff_builds.py``). Off Neuron: 0 (no NEFFs).
 
 A ``limit_hit`` (torch reached its recompile limit and refused a graph, running eagerly instead)
 counts as one graph and one recompile: the code asked for one more, so a budget that a clean run
@@ -46,7 +49,7 @@ from neuronkit.log.file_lock import LogPathInUseError
 from neuronkit.setup.decode_graphs import codes_at_limit, compile_again
 from neuronkit.setup.device import loaded_neuronx
 from neuronkit.workloads.generate_eager import is_uncompiled
-from neuronkit.workloads.neff_builds import neff_built, neff_counts, neff_lines
+from neuronkit.workloads.neff_builds import counted_as_build, neff_counts, neff_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronkit.recorder.recorder import CompileRecorder
@@ -71,7 +74,7 @@ _COUNTED: dict[str, Callable[[CompileEvent], bool]] = {
     "max_compile_s": lambda e: e.total_s > 0,
     "max_graph_breaks": lambda e: e.kind == "graph_break",
     "max_failures": lambda e: e.kind == "failed",
-    "max_neff_builds": neff_built,
+    "max_neff_builds": counted_as_build,
 }
 _NOUNS = {"max_graphs": "graph", "max_recompiles": "recompile", "max_graph_breaks": "graph break",
           "max_failures": "failed compile", "max_neff_builds": "NEFF build"}
@@ -183,8 +186,8 @@ class CompileBudget(contextlib.ContextDecorator):
 
     @property
     def neff_builds(self) -> int:
-        """Events whose NEFF neuronx-cc built in the block, those of unknown NEFF state
-        included; 0 off Neuron (no NEFFs)."""
+        """NEFFs neuronx-cc built in the block: graphs' (those of unknown NEFF state included)
+        and eager-op kernels'; 0 off Neuron (no NEFFs)."""
         return neff_counts(self.events).builds
 
     @property
@@ -198,8 +201,15 @@ class CompileBudget(contextlib.ContextDecorator):
         if not n.with_neff:
             why = "not on Neuron" if loaded_neuronx() is None else "no graph compiled for Neuron"
             return f"no NEFF builds: {why}"
-        return (f"{_count(n.builds, 'NEFF build')}, {n.loaded} loaded from the NEFF cache"
-                + (f" ({n.unknown} of unknown state, counted as builds)" if n.unknown else ""))
+        notes = [f"{n.unknown} of unknown state, counted as builds" if n.unknown else "",
+                 f"{n.waited} waited for another rank's build, counted as builds, a NEFF once "
+                 "over the ranks" if n.waited else ""]
+        note = "; ".join(x for x in notes if x)
+        loaded = (f"; {_count(n.loaded, 'graph NEFF')} and "
+                  f"{_count(n.kernels_loaded, 'eager-op kernel')}" if n.kernel_events
+                  else f", {n.loaded}")
+        return (f"{n.builds_text()}{loaded} loaded from the NEFF cache"
+                + (f" ({note})" if note else ""))
 
     def counts(self) -> dict[str, float]:
         """What each limit counts, over the block's events (graphs refused at the limit
@@ -211,6 +221,7 @@ class CompileBudget(contextlib.ContextDecorator):
         counts["max_graphs"] += refused
         counts["max_recompiles"] += refused
         counts["max_compile_s"] = sum(e.total_s for e in events)
+        counts["max_neff_builds"] = neff_counts(events).builds  # a key once over the ranks
         return counts
 
     @property
@@ -223,13 +234,23 @@ class CompileBudget(contextlib.ContextDecorator):
                 continue
             if name == "max_compile_s":
                 lines.append(f"{count:.2f} compile s > max_compile_s={limit:g}")
-            elif name == "max_neff_builds" and self.neff_unknown:
-                lines.append(f"{_count(int(count), 'NEFF build')} > max_neff_builds={int(limit)} "
-                             f"({self.neff_unknown} of unknown NEFF state at the block's exit, "
-                             "counted as builds)")
+            elif name == "max_neff_builds":
+                lines.append(self._neff_exceeded(int(limit)))
             else:
                 lines.append(f"{_count(int(count), _NOUNS[name])} > {name}={int(limit)}")
         return lines
+
+    def _neff_exceeded(self, limit: int) -> str:
+        """``3 NEFF builds > max_neff_builds=0 (1 graph, 2 eager-op kernels)``."""
+        n = neff_counts(self.events)
+        parts = [f"{_count(n.graph_builds, 'graph')}, {_count(n.kernel_builds, 'eager-op kernel')}"
+                 + (" (sync mode: at most)" if n.kernels_sync_mode and n.kernel_builds else "")
+                 if n.kernel_events else "",
+                 f"{n.unknown} of unknown NEFF state at the block's exit, counted as builds"
+                 if n.unknown else ""]
+        note = "; ".join(p for p in parts if p)
+        return (f"{_count(n.builds, 'NEFF build')} > max_neff_builds={limit}"
+                + (f" ({note})" if note else ""))
 
     @property
     def ok(self) -> bool:
@@ -326,8 +347,9 @@ def compile_budget(max_graphs: int | None = None, max_recompiles: int | None = N
     """``with nk.compile_budget(max_graphs=2, max_recompiles=0):`` raises
     :class:`CompileBudgetExceeded` at exit when the block compiled more (also a decorator).
 
-    A limit of None is not checked. ``max_neff_builds``: NEFFs neuronx-cc built on Neuron (loads
-    from the NEFF cache are free; unknown states count as builds; 0 off Neuron). ``recorder``:
+    A limit of None is not checked. ``max_neff_builds``: NEFFs neuronx-cc built on Neuron, of
+    graphs and of eager-op kernels (loads from the NEFF cache are free; unknown states count as
+    builds; 0 off Neuron). ``recorder``:
     count only the events it records inside the block (started and stopped here if it is not
     running), else a recorder of its own, writing ``log_path`` when given (with ``recorder``,
     the block's events are saved there at exit).

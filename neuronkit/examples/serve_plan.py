@@ -8,10 +8,11 @@ Loads the model (the manifest does not name it: ``--model``, default the embedde
 the manifest's dtype on ``nk.detect()``'s device, and runs ``nk.generate`` on synthetic prompts of
 every planned (batch size, bucket) at the planned ``max_new_tokens``. Dynamo traces every graph
 again in a new process, so a graph budget would fail; what costs minutes on Neuron is a NEFF that
-neuronx-cc builds. The block is held to ``max_neff_builds=0``, counted by the rule of
-``nk.compile_budget(max_neff_builds=0)`` (``workloads/neff_builds.py``; the budget itself lives in
-``apps``, above this layer): a NEFF loaded from the shipped cache is free, one built (or of
-unknown state after the recorder's last safe point) breaks it. Off Neuron there are no NEFFs.
+neuronx-cc builds, of a graph or of an eager op's kernel (a new eager shape). The block is held to
+``max_neff_builds=0``, counted by the rule of ``nk.compile_budget(max_neff_builds=0)``
+(``workloads/neff_builds.py``; the budget itself lives in ``apps``, above this layer): a NEFF
+loaded from the shipped cache is free, one built (or of unknown state after the recorder's last
+safe point) breaks it, graph or kernel. Off Neuron there are no NEFFs.
 
 Exit codes: 0 the budget held, 1 exceeded, 2 bad input (manifest, model, device, log path).
 """
@@ -94,8 +95,14 @@ def _neff_line(events: list[Any], device: str) -> str:
         where = "CPU" if device.startswith("cpu") else device
         return f"NEFF builds: none (not on Neuron: no NEFFs on {where})"
     unknown = f" ({n.unknown} of unknown state, counted as builds)" if n.unknown else ""
-    return (f"NEFF builds: {n.builds}{unknown}, loaded from the NEFF cache: {n.loaded} "
-            f"({n.disk_hits} from disk, {n.memory_hits} already in memory)")
+    if not n.kernel_events:
+        return (f"NEFF builds: {n.builds}{unknown}, loaded from the NEFF cache: {n.loaded} "
+                f"({n.disk_hits} from disk, {n.memory_hits} already in memory)")
+    most = " (sync mode: at most)" if n.kernels_sync_mode and n.kernel_builds else ""
+    return (f"NEFF builds: {n.builds}: {n.graph_builds} graph(s){unknown}, {n.kernel_builds} "
+            f"eager-op kernel(s){most}; loaded from the NEFF cache: {n.loaded} graph(s) "
+            f"({n.disk_hits} from disk, {n.memory_hits} already in memory), "
+            f"{n.kernels_loaded} eager-op kernel(s)")
 
 
 def _load(model: str | None, device: str, dtype: str) -> tuple[Any, Any]:
@@ -150,10 +157,8 @@ def serve_plan(manifest_path: str, model: str | None = None, log: str | None = N
                device: str | None = None, backend: str | None = None,
                dtype: str | None = None) -> int:
     """Serve the plan of ``manifest_path`` once, print what it cost; returns the exit code."""
-    from neuronkit.events.event import GRAPH_KINDS
     from neuronkit.setup.device import detect
     from neuronkit.workloads.generate_settings import compile_kwargs
-    from neuronkit.workloads.neff_builds import neff_counts, neff_lines
 
     manifest = _manifest(manifest_path)
     report = detect()
@@ -177,17 +182,28 @@ def serve_plan(manifest_path: str, model: str | None = None, log: str | None = N
     _say(f"device: {model_obj.device}   compile backend: {name}   {_neuronx_line()}")
     rec = _recorder(log, str(model_obj.device), name)
     _serve(manifest, model_obj, tokenizer, rec, backend)
-    events = rec.events
+    return _verdict(rec.events, str(model_obj.device), log)
+
+
+def _verdict(events: list[Any], device: str, log: str | None = None) -> int:
+    """Print what serving cost and the ``max_neff_builds=0`` verdict; returns the exit code.
+    NEFFs built of graphs and of eager-op kernels both break it."""
+    from neuronkit.events.event import GRAPH_KINDS
+    from neuronkit.workloads.neff_builds import neff_counts, neff_lines
+
     graphs = sum(1 for e in events if e.kind in GRAPH_KINDS)
     _say(f"graphs traced by Dynamo in this process: {graphs} (a new process traces every graph "
          "again)")
-    _say(_neff_line(events, str(model_obj.device)))
-    builds = neff_counts(events).builds
+    _say(_neff_line(events, device))
+    counted = neff_counts(events)
+    builds = counted.builds
     would = f"; max_graphs=0 would have failed: {graphs} graphs traced" if graphs else ""
     if log is not None:
         _say(f"compile log written to {log}")
     if builds:
-        _say(f"budget max_neff_builds=0: EXCEEDED, {builds} NEFF build(s) in serving:\n"
+        kinds = (f" ({counted.graph_builds} graph(s), {counted.kernel_builds} eager-op kernel(s))"
+                 if counted.kernel_events else "")
+        _say(f"budget max_neff_builds=0: EXCEEDED, {builds} NEFF build(s) in serving{kinds}:\n"
              + neff_lines(events))
         return EXIT_EXCEEDED
     _say(f"budget max_neff_builds=0: held{would}")

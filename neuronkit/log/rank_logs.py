@@ -10,6 +10,7 @@ from pathlib import Path
 
 from neuronkit.log.clock import host_of, host_offsets, shifted
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.log.shared_cache import mark_waits
 from neuronkit.setup.process import default_rank
 
 __all__ = ["find_rank_logs", "merge_logs", "rank_log_path"]
@@ -57,7 +58,9 @@ def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.P
     stamped on its events. The merged header lists all ranks, including ranks with no events.
     Logs of several hosts with clock lines (``neuronkit record``) are aligned on them; the
     header then says by how much (``clock_offsets``), and names the ranks whose log was never
-    closed (``unclosed_ranks``: still running, or killed).
+    closed (``unclosed_ranks``: still running, or killed). A disk hit that waited for another
+    rank's build of the same NEFF (the ranks of one host share its cache lock) names that build
+    in ``metrics["neff_waited_for"]`` (``shared_cache.py``).
     """
     if isinstance(paths, (str, os.PathLike)):
         folder = Path(paths)
@@ -70,6 +73,7 @@ def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.P
     logs: list[CompileLog] = []
     owner: dict[int, str] = {}
     unclosed: list[int] = []
+    hosts: dict[int, str] = {}
     path: Path | None
     for item in paths:
         if isinstance(item, CompileLog):
@@ -85,6 +89,9 @@ def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.P
             owner[file_rank] = where
             if any(e.rank != file_rank for e in log.events):
                 log = _copy(log, [dataclasses.replace(e, rank=file_rank) for e in log.events])
+        host = host_of(log.header, log.clock)
+        if file_rank is not None and host is not None:
+            hosts[file_rank] = host
         if log.closed is False:
             unclosed.append(file_rank if file_rank is not None else 0)
         logs.append(log)
@@ -94,6 +101,7 @@ def merge_logs(paths: Iterable[str | os.PathLike[str] | CompileLog] | str | os.P
     logs = [_copy(log, shifted(log.events, offsets.get(host_of(log.header, log.clock) or "", 0.0)))
             for log in logs]
     merged = CompileLog.merge(logs)
+    mark_waits(merged.events, hosts)
     if any(offsets.values()):
         merged.header["clock_offsets"] = {h: s for h, s in offsets.items() if s}
     if unclosed:

@@ -11,13 +11,16 @@ One folder (``TORCH_NEURONX_NEFF_CACHE_DIR``, default ``/tmp/neff_cache``) holds
   Lock: ``<local>/<h>/locks/compile.lock``.
 
 ``<local>`` is ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR`` (default ``/tmp/local_cache``). Locks are
-``flock`` files left behind after use: an old one that nobody holds is a normal leftover. A lock
-is *stale* in torch-neuronx's sense (``core/cache/FileLock.cpp``: "breaking stale lock") when it
-is held past ``TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT`` seconds (default 1200): a waiter that
-waited that long removes it and takes a new one. Only the files named above are
-ever removed (by ``cache_prune``), and only when no compile can be using them. Links are never
-followed: a linked file or folder (which could lead out of the cache, or back into it) is neither
-counted nor removed, and nothing is removed through one.
+``flock`` files left behind after use and reused by the next build of the same key: C++ opens
+with ``O_CREAT`` and never touches the file's time (``core/cache/FileLock.cpp:87``), so a lock
+file's mtime says when it was made, not when it was last taken. A held lock is a build in
+progress; how long it has been held cannot be read from the file. A waiter breaks it (removes
+the file and takes a new one) after ``TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT`` seconds (default
+1200) counted from the start of *its own* wait (``FileLock.cpp:114-167``). The holder is named
+where ``/proc/locks`` tells. An old lock file nobody holds is a normal leftover. Only the files
+named above are ever removed (by ``cache_prune``), and only when no compile can be using them.
+Links are never followed: a linked file or folder (which could lead out of the cache, or back
+into it) is neither counted nor removed, and nothing is removed through one.
 """
 from __future__ import annotations
 
@@ -46,8 +49,11 @@ _CPP_TEMP = re.compile(r"\.tmp\.[A-Za-z0-9]{6}")
 _PYTHON_TEMP = re.compile(r"tmp[a-z0-9_]{8}\.tmp")
 
 __all__ = ["CACHE_DIR_ENV", "DISABLE_ENV", "LOCAL_DIR_ENV", "LOCK_TIMEOUT_ENV", "NATIVE_CACHE_DIR",
-           "NATIVE_LOCAL_DIR", "CacheFile", "LockFile", "NativeCache", "cache_switch", "file_beneath",
-           "is_native_shard", "lock_timeout", "native_cache_dir", "native_local_dir", "scan_native"]
+           "NATIVE_LOCAL_DIR", "CacheFile", "LockFile", "LockHolder", "NativeCache", "cache_switch",
+           "file_beneath", "flock_holders", "is_native_shard", "lock_timeout", "native_cache_dir",
+           "native_local_dir", "process_command", "scan_native"]
+
+PROC_LOCKS = "/proc/locks"  # Linux: every file lock, with the pid that took it and its inode
 
 
 def native_cache_dir() -> tuple[Path, str]:
@@ -116,18 +122,39 @@ class CacheFile:
 
 
 @dataclass
+class LockHolder:
+    """The process ``/proc/locks`` names for a held flock: the pid that took it. ``command``:
+    its command line where readable. ``running`` False: that pid is gone, and a process that
+    inherited the lock's descriptor holds it, e.g. a neuronx-cc it started (C++ opens the lock
+    without ``O_CLOEXEC``, ``FileLock.cpp:87``, then fork/execs the compiler,
+    ``core/compilation/NeuronCompiler.cpp:121,158``)."""
+
+    pid: int
+    command: str | None
+    running: bool
+
+    def __str__(self) -> str:
+        me = " (this process)" if self.pid == os.getpid() else ""
+        if not self.running:
+            return (f"pid {self.pid}, no longer running (a process it started, e.g. its "
+                    "neuronx-cc, still holds the lock)")
+        return f"pid {self.pid}{me}" + (f" ({self.command})" if self.command else "")
+
+
+@dataclass
 class LockFile:
     """A lock file. ``held``: someone holds its flock now (a non-blocking ``flock`` attempt
-    failed; None: could not check). ``stale``: held, and the file is older than the lock timeout,
-    torch-neuronx's meaning (a compile has held it that long, or hung; a waiter breaks it).
-    ``leftover``: older than the timeout and not held, what a finished compile leaves behind."""
+    failed; None: could not check): a build in progress. ``holders``: who, from ``/proc/locks``
+    (empty where it does not say). ``age_s``: since the file was made; lock files are reused and
+    their time never refreshed, so it says nothing of how long a held lock has been held.
+    ``leftover``: not held and older than the lock timeout, what a finished compile leaves."""
 
     path: Path
     kind: str  # "cpp" | "python"
     key: str
     age_s: float
     held: bool | None  # None: could not check
-    stale: bool
+    holders: list[LockHolder] = field(default_factory=list)
     leftover: bool = False
 
 
@@ -161,9 +188,9 @@ class NativeCache:
         return [f for f in self.temps if now - f.mtime > self.timeout_s]
 
     @property
-    def stale_locks(self) -> list[LockFile]:
-        """Locks held past the lock timeout (torch-neuronx's "stale lock")."""
-        return [lk for lk in self.locks if lk.stale]
+    def held_locks(self) -> list[LockFile]:
+        """Locks someone holds now: builds in progress (for how long, no file tells)."""
+        return [lk for lk in self.locks if lk.held is True]
 
     @property
     def leftover_locks(self) -> list[LockFile]:
@@ -242,6 +269,41 @@ def _held(path: Path) -> bool | None:
         os.close(fd)  # closing drops our shared lock
 
 
+def flock_holders(locks_text: str) -> dict[tuple[int, int, int], list[int]]:
+    """``{(major, minor, inode): [pid, ...]}`` of the granted FLOCK locks in ``/proc/locks``
+    text (lines ``1: FLOCK  ADVISORY  WRITE 4507 fe:00:2148327 0 EOF``; device numbers in hex;
+    ``->`` lines are blocked waiters, not holders)."""
+    found: dict[tuple[int, int, int], list[int]] = {}
+    for line in locks_text.splitlines():
+        parts = line.split()
+        if len(parts) < 6 or parts[1] != "FLOCK":
+            continue  # POSIX / OFDLCK locks, a waiter ("->"), or not a lock line
+        device = parts[5].split(":")
+        try:
+            pid, key = int(parts[4]), (int(device[0], 16), int(device[1], 16), int(device[2]))
+        except (ValueError, IndexError):
+            continue
+        if pid > 0:
+            found.setdefault(key, []).append(pid)
+    return found
+
+
+def process_command(pid: int, limit: int = 160) -> str | None:
+    """``/proc/<pid>/cmdline`` as one printable line (cut at ``limit``), or None if unreadable."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    text = printable(raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace"))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _holders(st: os.stat_result, table: dict[tuple[int, int, int], list[int]]) -> list[LockHolder]:
+    pids = table.get((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino), [])
+    return [LockHolder(pid, process_command(pid), Path(f"/proc/{pid}").exists())
+            for pid in sorted(set(pids))]
+
+
 def _scan_locks(local_dir: Path, timeout_s: int, now: float) -> list[LockFile]:
     found: list[tuple[Path, str, str]] = []
     try:
@@ -251,16 +313,24 @@ def _scan_locks(local_dir: Path, timeout_s: int, now: float) -> list[LockFile]:
                   if _HEX64.fullmatch(p.name)]
     except OSError:
         pass  # no local folder yet, or not ours to read
+    table: dict[tuple[int, int, int], list[int]] | None = None
     locks = []
     for path, kind, key in sorted(found):
         st = file_beneath(local_dir, path)  # a linked locks/ or <h>/ folder is never followed
         if st is None:
             continue
-        age = now - st.st_mtime
         held = _held(path)
-        old = age > timeout_s
-        locks.append(LockFile(path, kind, key, age, held, stale=old and held is True,
-                              leftover=old and held is not True))
+        holders: list[LockHolder] = []
+        if held:
+            if table is None:
+                try:
+                    table = flock_holders(Path(PROC_LOCKS).read_text(errors="replace"))
+                except OSError:
+                    table = {}  # not Linux, or no /proc: the holder stays unnamed
+            holders = _holders(st, table)
+        age = now - st.st_mtime  # since the file was made: never how long it has been held
+        locks.append(LockFile(path, kind, key, age, held, holders,
+                              leftover=held is False and age > timeout_s))
     return locks
 
 

@@ -1,7 +1,9 @@
 """Prune the native NEFF cache: remove temp leftovers, zero-size NEFFs and old lock files that
 no process holds, each checked again under its key's lock, never through a link; a dry run only
-lists them. A held lock is never removed, however old (torch-neuronx's own waiters break one held
-past its timeout)."""
+lists them. A held lock is never removed, however old its file: it is a build in progress (lock
+files are reused, so their time says nothing of how long one is held; torch-neuronx's own waiters
+break a lock after TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT s of their own wait,
+``core/cache/FileLock.cpp:114-167``)."""
 from __future__ import annotations
 
 import errno
@@ -132,7 +134,7 @@ def prune_native(root: Path, cache: NativeCache, *, dry_run: bool = True) -> Pru
     """Remove the temp leftovers, zero-size NEFFs and old unheld lock files of ``cache`` (a dry
     run lists them). Each file is checked again while holding its key's lock (the lock writers
     hold), so a running compile never loses a file; good NEFFs and recent or held locks are never
-    touched. As with torch-neuronx's own stale-lock breaking, a process that opened a lock just
+    touched. As when a torch-neuronx waiter breaks a lock, a process that opened a lock just
     before it is removed may compile that graph once more; the NEFF is the same."""
     result = PruneResult(root, cache.local_dir, dry_run)
 

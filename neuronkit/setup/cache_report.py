@@ -73,7 +73,7 @@ class CacheReport:
                     f"{n.count('python')} Python), {human_size(n.neff_bytes)}; "
                     f"{len(n.leftovers)} temp leftovers, {len(n.zero_size)} zero-size, "
                     f"{len(n.locks)} lock file{'' if len(n.locks) == 1 else 's'} "
-                    f"({len(n.stale_locks)} stale: held past the lock timeout) (native layout)")
+                    f"({len(n.held_locks)} held: a build in progress) (native layout)")
         c = self.counts
         return (f"{where}: {len(self.entries)} graphs ({c['ok']} ok, {c['failed']} failed, "
                 f"{c['locked']} locked, {c['empty']} empty), {human_size(self.total_size)}")
@@ -170,28 +170,30 @@ def native_lines(cache: NativeCache) -> list[str]:
 
 
 def _lock_state(lk: LockFile) -> str:
-    if lk.stale:
-        return "held past the timeout (stale)"
     if lk.held:
-        return "held now"
+        who = ", ".join(str(h) for h in lk.holders) or "a process /proc/locks does not name"
+        return f"held now by {who}: a build in progress"
     if lk.held is None:
-        return "could not check whether it is held"
-    return "not held (leftover)" if lk.leftover else "not held"
+        return f"{ago(lk.age_s)} old, could not check whether it is held"
+    return f"{ago(lk.age_s)} old, not held" + (" (leftover)" if lk.leftover else "")
 
 
 def _lock_lines(cache: NativeCache) -> list[str]:
-    """The locks: how many are held, held past the timeout (stale) or old leftovers, the oldest
-    ten by path."""
-    held = sum(lk.held is True for lk in cache.locks)
-    old = len(cache.leftover_locks)
+    """The locks: how many are held (builds in progress, their holders named) or old leftovers;
+    the held ones first, then the oldest, ten by path."""
+    held, old = len(cache.held_locks), len(cache.leftover_locks)
     out = [f"  locks      {len(cache.locks)} in {printable(cache.local_dir)} "
-           f"({cache.local_source}): {held} held by a running compile, "
-           f"{len(cache.stale_locks)} stale (held past the lock timeout, {cache.timeout_s} s, "
-           f"{cache.timeout_source}; a waiting process breaks such a lock), {old} old "
-           f"{'one' if old == 1 else 'ones'} no process holds (a normal leftover; --prune "
+           f"({cache.local_source}): {held} held now (a build in progress), {old} old "
+           f"{'one' if old == 1 else 'ones'} no process holds (older than the lock timeout, "
+           f"{cache.timeout_s} s, {cache.timeout_source}: a normal leftover; --prune "
            f"removes {'it' if old == 1 else 'them'})"]
-    for lk in sorted(cache.locks, key=lambda lk: -lk.age_s)[:10]:
-        out.append(f"    {printable(lk.path)}  {ago(lk.age_s)} old, {_lock_state(lk)}")
+    if held:
+        out.append("             a lock file is reused and its time never refreshed: how long a "
+                   "held one has been held is not known; a process waiting for it breaks it "
+                   "after the lock timeout counted from the start of its own wait")
+    shown = sorted(cache.locks, key=lambda lk: (lk.held is not True, -lk.age_s))
+    for lk in shown[:10]:
+        out.append(f"    {printable(lk.path)}  {_lock_state(lk)}")
     if len(cache.locks) > 10:
         out.append(f"    ... and {len(cache.locks) - 10} more")
     return out

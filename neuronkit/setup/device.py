@@ -9,12 +9,14 @@ pairing and a stray ``torch_xla`` (those checks are in ``neuron_stack``).
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
 import sys
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from neuronkit.safe import terminal_safe
@@ -30,7 +32,8 @@ __all__ = ["detect", "resolve_device", "DeviceReport", "NeuronNotFoundError",
            "DeviceFallbackWarning", "neuronx_installed", "neuronx_is_native", "loaded_neuronx",
            "import_neuronx",
            "cpu_backend", "CPU_BACKEND_ENV", "DEFAULT_CPU_BACKEND", "neuronx_build_defaults",
-           "STACK_NAMES", "torch_neuronx_version"]
+           "STACK_NAMES", "loaded_neuronx_attr", "neuronx_build_type", "neuronx_folders",
+           "torch_neuronx_version"]
 # Finding, the instance and version checks and their constants live in neuron_stack.py,
 # package_version and module_installed in packages.py; they stay importable from here
 
@@ -129,17 +132,30 @@ def neuronx_is_native() -> bool:
         return True
     folders: Any = getattr(module, "__path__", None) if module is not None else None
     if module is None:
-        try:
-            spec = importlib.util.find_spec("torch_neuronx")
-        except (ImportError, ValueError):
-            return False
-        folders = getattr(spec, "submodule_search_locations", None)
+        folders = neuronx_folders()
     return any(os.path.isdir(os.path.join(str(f), "neuron_dynamo_backend")) for f in folders or ())
+
+
+def neuronx_folders() -> list[str] | None:
+    """The installed torch_neuronx package's folders, found without importing it; None when it
+    is not installed."""
+    try:
+        spec = importlib.util.find_spec("torch_neuronx")
+    except (ImportError, ValueError):
+        return None
+    return None if spec is None else [str(f) for f in spec.submodule_search_locations or ()]
 
 
 def loaded_neuronx() -> Any | None:
     """The ``torch_neuronx`` module if something already imported it, else None (never imports)."""
     return sys.modules.get("torch_neuronx")
+
+
+def loaded_neuronx_attr(submodule: str, name: str) -> Any:
+    """``torch_neuronx.<submodule>.<name>`` where the job already imported that submodule, else
+    None (never imports: importing runs its side effects)."""
+    module = sys.modules.get(f"torch_neuronx.{submodule}")
+    return None if module is None else getattr(module, name, None)
 
 
 def import_neuronx() -> Any | None:
@@ -297,3 +313,46 @@ def neuronx_build_defaults() -> tuple[str | None, str | None]:
     sync = getattr(module, "DEFAULT_SYNC_MODE", None)
     return (str(build_type) if build_type is not None else None,
             str(sync) if sync is not None else None)
+
+
+def _build_type_in(text: str) -> str | None:
+    """The string assigned to ``BUILD_TYPE`` at the top level of ``_build_config.py``'s text."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BUILD_TYPE"
+                                                for t in node.targets):
+            value = node.value
+            return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) \
+                else None
+    return None
+
+
+def neuronx_build_type() -> tuple[str | None, str]:
+    """(``"RELEASE"`` | ``"DEV"`` | other | None, how it was found) of the installed
+    torch_neuronx, read from the text of its ``_build_config.py`` (``tn/_build_config.py:4``, set
+    by ``setup.py:22-32`` at build time). Never imports torch_neuronx: its import initialises the
+    runtime's defaults (``tn/__init__.py:46``). No ``_build_config.py``: the package falls back
+    to the DEV defaults (``tn/__init__.py:26-36``)."""
+    found = neuronx_folders()
+    folders = found or []
+    if not folders:
+        return None, ("torch_neuronx is not installed" if found is None
+                      else "torch_neuronx has no package folder to read")
+    for folder in folders:
+        path = Path(folder) / "_build_config.py"
+        try:
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                text = handle.read(65536)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return None, f"cannot read {path} ({exc.strerror})"
+        build = _build_type_in(text)
+        if build is None:
+            return None, f"no BUILD_TYPE = '...' in {path}"
+        return build, f"BUILD_TYPE read from {path}"
+    return "DEV", (f"no _build_config.py in {folders[0]}: torch_neuronx then uses the DEV "
+                   "defaults (tn/__init__.py:26-36)")

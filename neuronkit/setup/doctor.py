@@ -18,6 +18,7 @@ from neuronkit.setup.doctor_native import (
     lock_checks,
     settings_checks,
 )
+from neuronkit.setup.neuron_cores import neuron_core_checks
 from neuronkit.setup.neuron_stack import install_hint, torch_xla_version
 from neuronkit.setup.packages import package_version
 
@@ -63,6 +64,7 @@ def checks(report: DeviceReport, cache: CacheReport | None) -> list[Check]:
                          f"{report.device} with the {report.compile_backend!r} backend instead. "
                          f"Fix (on Trn2/Trn3): {install_hint(report.versions.get('torch'))}"))
     out.extend(report.findings)  # instance, torch / torch-neuronx pairing, torch_xla
+    out.extend(neuron_core_checks(report.stack))  # who holds NeuronCores (neuron-ls)
     out.append(Check("ok", "device_map='auto'", "it does not see Neuron (model stays on CPU); "
                      f"nk.load_model passes device_map={report.device!r} explicitly and checks "
                      "placement. In your own code use device_map='neuron'"))

@@ -14,8 +14,9 @@ import shlex
 import shutil
 from collections.abc import Callable, Mapping
 
-from neuronkit.setup.cache_native import NativeCache
-from neuronkit.setup.device import DeviceReport, neuronx_build_defaults
+from neuronkit.setup.cache_native import LOCK_TIMEOUT_ENV, NativeCache
+from neuronkit.setup.cache_text import printable
+from neuronkit.setup.device import DeviceReport, neuronx_build_type
 from neuronkit.setup.neuron_stack import NEURON_PIP_REPO, Finding
 from neuronkit.setup.packages import package_version
 
@@ -48,11 +49,19 @@ __all__ = ["settings_checks", "library_checks", "launch_blocking_check", "metric
            "missing_features", "Check", "METRICS_ON",
            "NEFF_CACHE_DEFAULT", "NEFF_CACHE_FIX", "TRANSFORMERS_NEURON", "ACCELERATE_NEURON"]
 
-_SYNC = ("sync mode: neuronx-cc time of torch.compile graphs lands inside Dynamo's compile time, "
-         "and eager ops bypass the C++ compilation cache (no kernel counts or timings for them)")
-_ASYNC = ("async mode: NEFF builds finish on a worker thread after Dynamo returns (their time is "
-          "in get_dynamo_metrics(), not in Dynamo's compile time; errors surface at the next "
-          "synchronize())")
+_SYNC = ("sync mode: every op waits for its compile and run (csrc/c10/neuron/NeuronStream.cpp:"
+         "288-299). For recording: a torch.compile graph's neuronx-cc build lies inside Dynamo's "
+         "compile time; eager ops bypass the C++ compilation cache and compile in Python "
+         "(python_ops/torch_mlir/kernel.py:785-806,925-934), and neuronkit counts their kernels "
+         "from that process-global dict (python_ops/compilation/cache.py:15-71) without their "
+         "build times; whether each was built or read from the NEFF disk cache is not told "
+         "apart per kernel: neuronkit counts at most as many builds as NEFF files written to the "
+         "cache folder since the last safe point")
+_ASYNC = ("async mode: NEFF builds finish on a worker thread after Dynamo returns, so their time "
+          "is not in Dynamo's compile time: neuronkit reads it at safe points (synchronize, step "
+          "ends; get_dynamo_metrics() and the C++ cache entries); eager-op kernels are seen "
+          "through the C++ compilation cache, counted and timed; errors surface at the next "
+          "synchronize()")
 
 
 def settings_checks(report: DeviceReport, env: Mapping[str, str] | None = None) -> list[Check]:
@@ -74,31 +83,36 @@ def settings_checks(report: DeviceReport, env: Mapping[str, str] | None = None) 
     return out
 
 
-def launch_blocking_check(env: Mapping[str, str]) -> Check:
-    """Which mode is in effect: ``"1"`` sync, anything else async, unset: the build decides."""
+def launch_blocking_check(env: Mapping[str, str],
+                          build: tuple[str | None, str] | None = None) -> Check:
+    """Which mode this machine runs: ``NEURON_LAUNCH_BLOCKING`` where set (``"1"`` sync, anything
+    else async), else the installed build's default, read from its ``_build_config.py`` without
+    importing it (RELEASE "1", otherwise "0": ``tn/_build_config.py:7-18``, applied with
+    ``setdefault`` at ``tn/__init__.py:46``). ``build``: (build type, how found), for tests."""
     value = env.get(LAUNCH_BLOCKING_ENV)
-    build, default = neuronx_build_defaults()
+    build_type, found = neuronx_build_type() if build is None else build
+    default = None if build_type is None else ("1" if build_type == "RELEASE" else "0")
     once = "read once per process: set it before importing torch_neuronx"
     if value is None and default is None:
-        return Check("ok", LAUNCH_BLOCKING_ENV, "not set: the default depends on the torch-neuronx "
-                     "build (RELEASE builds default to sync, DEV builds to async). "
-                     f"'1' = {_SYNC}. '0' = {_ASYNC}. Set it to know which ({once})")
+        return Check("ok", LAUNCH_BLOCKING_ENV, f"not set, and this machine's torch-neuronx build "
+                     f"type is not known ({found}): the mode is not known. RELEASE builds default "
+                     f"to '1', DEV builds to '0'. '1' = {_SYNC}. '0' = {_ASYNC}. Set it to know "
+                     f"which ({once})")
     effective = value if value is not None else default
     mode = _SYNC if effective == "1" else _ASYNC
+    this = f"this {build_type} build ({found})"
     if value is None:
-        where = f"not set: this {build or 'torch-neuronx'} build defaults to {effective!r}"
+        where = f"not set: {this} defaults to {effective!r}"
     elif value == default:
-        where = f"{value!r}, this {build or 'torch-neuronx'} build's default"
+        where = f"{value!r}, {this}'s default (importing torch_neuronx sets it when unset)"
     else:
-        where = f"{value!r}"
+        where = f"{value!r}" + (f" (set; {this} defaults to {default!r})" if default else "")
     if effective != "1":
         return Check("ok", LAUNCH_BLOCKING_ENV, f"{where} = {mode}. '1' gives sync mode ({once})")
-    # RELEASE builds default to "1" (_build_config.py) and set it at import: unset is not async
-    keeps = (f"this build's default is {default!r}" if default is not None
-             else "RELEASE builds default to '1'")
-    return Check("ok", LAUNCH_BLOCKING_ENV, f"{where} = {mode}. For async mode: export "
-                 f"{LAUNCH_BLOCKING_ENV}=0 before starting Python; unsetting it does not help: "
-                 f"{keeps} ({once})")
+    fix = (f"unset it, or export {LAUNCH_BLOCKING_ENV}=0" if default == "0" else
+           f"export {LAUNCH_BLOCKING_ENV}=0 before starting Python; unsetting it does not help: "
+           + ("this build's default is '1'" if default else "RELEASE builds default to '1'"))
+    return Check("ok", LAUNCH_BLOCKING_ENV, f"{where} = {mode}. For async mode: {fix} ({once})")
 
 
 def metrics_check(env: Mapping[str, str]) -> Check:
@@ -172,21 +186,16 @@ def compiler_check(env: Mapping[str, str],
 
 
 def lock_checks(cache: NativeCache) -> list[Check]:
-    """The native cache's lock files. torch-neuronx calls a lock stale when it is held past
-    the lock timeout (``core/cache/FileLock.cpp``: a waiter then breaks it): only that warns. An
-    old lock file nobody holds is what every finished build leaves: a normal leftover."""
+    """The native cache's lock files. A held lock is a build in progress: its holder is named
+    where ``/proc/locks`` tells, never called stale (lock files are reused and their time never
+    refreshed, ``core/cache/FileLock.cpp:87``; a waiter breaks a lock after the timeout counted
+    from its own wait start, ``:114-167``). An old lock file nobody holds is a normal leftover."""
     locks = cache.locks
     if not locks:
         return []
-    timeout = f"{cache.timeout_s} s, {cache.timeout_source}"
-    stale, old = cache.stale_locks, len(cache.leftover_locks)
-    held = sum(lk.held is True for lk in locks) - len(stale)
+    held, old = cache.held_locks, len(cache.leftover_locks)
     unknown = sum(lk.held is None for lk in locks)
-    n = f"{len(locks)} lock file{'s' if len(locks) != 1 else ''}"
-    text = (f"{n}, {len(stale)} held past the lock timeout (see stale locks)" if stale
-            else f"{n}, none held past the lock timeout ({timeout})")
-    if held:
-        text += f"; {held} held by a running compile"
+    text = f"{len(locks)} lock file{'s' if len(locks) != 1 else ''}, {len(held)} held now"
     if old:
         text += (f"; {old} old one{'s' if old != 1 else ''} no process holds: "
                  + ("a normal leftover of a finished compile (`neuronkit cache --prune` tidies it)"
@@ -195,15 +204,19 @@ def lock_checks(cache: NativeCache) -> list[Check]:
     if unknown:
         text += f"; {unknown} could not be checked (no permission to open them)"
     out = [Check("ok", "lock files", text)]
-    if stale:
-        one = len(stale) == 1
-        out.insert(0, Check("warn", "stale locks", f"{len(stale)} lock{'' if one else 's'} held "
-                            f"past the lock timeout ({timeout}), e.g. {stale[0].path}: a compile "
-                            f"has held {'it' if one else 'them'} that long, or hung; a process "
-                            f"waiting on {'it' if one else 'one'} breaks it after "
-                            f"{cache.timeout_s} s and builds that NEFF itself. Fix: find the "
-                            f"holder (fuser {stale[0].path}) and let it finish or stop it; for "
-                            "builds longer than that, raise TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"))
+    if held:
+        who = sorted({str(h) for lk in held for h in lk.holders})
+        named = (f"held by {'; '.join(who[:3])}" + (f" and {len(who) - 3} more" if len(who) > 3
+                                                     else "")
+                 if who else "their holder not named (/proc/locks does not list it)")
+        one = len(held) == 1
+        out.append(Check("ok", "held locks", f"{len(held)} lock{'' if one else 's'} held now, "
+                         f"{named}: a NEFF build in progress (e.g. {printable(held[0].path)}). "
+                         "How long a lock has been held cannot be read from its file (lock files "
+                         "are reused and their time is never refreshed). torch-neuronx's waiters "
+                         f"break a lock after {cache.timeout_s} s ({LOCK_TIMEOUT_ENV}, "
+                         f"{cache.timeout_source}) counted from the start of their own wait, "
+                         "then build that NEFF themselves"))
     return out
 
 

@@ -166,3 +166,4 @@ def native_findings(stack: str, versions: dict[str, str | None], instance: str |
     found += [f for f in (version_pairing(versions.get("torch-neuronx"), versions.get("torch")),
                           _torch_xla_finding(stack)) if f is not None]
     return found
+

@@ -1,43 +1,33 @@
 """The native Neuron source: NEFF build times and eager-op kernels, read only at safe points.
 
 On native torch-neuronx the ``neuron`` backend only *submits* a graph's neuronx-cc build to one
-worker thread; Dynamo's compile (an event's ``duration_s``) ends there and the minutes of the
-build land later in ``get_dynamo_metrics()[i].torch_neuronx_compile_us``. Reading that list calls
-``torch_neuronx.synchronize()``, which waits for the device and re-raises (and clears) the user's
-first pending async error. So:
+worker thread; Dynamo's compile ends there and the build's time lands later in
+``get_dynamo_metrics()[i].torch_neuronx_compile_us``, whose read calls ``synchronize()`` (it waits
+and re-raises the user's first pending async error). So a compile only notes which metric entries
+are its own (the counter ``counters["neuron"]["compiled_graphs"]``, no sync); a safe point
+(``rec.safe_point()``: ``stop()``, each ``nk.generate`` batch, Trainer logging steps, a dashboard
+refresh) resolves them with at most one synchronize, records one ``kernels`` event for the new
+eager-op kernels and one ``cpu_fallback`` event for the ops that ran on CPU. Graph keys known
+before a recorder starts are memory hits when traced again. Nothing here creates or configures
+torch-neuronx (neuron_state.py says when its cache may be read).
 
-- during a compile, an event only notes which metric entries are its own, from the counter
-  ``torch._dynamo.utils.counters["neuron"]["compiled_graphs"]`` (a dict read, no sync);
-- at a safe point (``rec.safe_point()``: the recorder's ``stop()``, the end of each ``nk.generate``
-  batch, the Trainer callback's logging steps and epoch ends, a dashboard refresh) the pending
-  events are resolved with at most one synchronize, called directly so that a user's async error
-  reaches the user's code; a Trainer step end (``wait=False``) synchronizes only when a build is
-  pending, so steady steps cost none;
-- the same safe point diffs the set of compiled kernels (``torch_neuronx._C._get_all_cache_keys()``,
-  no sync) and records one ``kernels`` event for the new eager-op kernels (those with 0 ms were
-  loaded from disk or waited for, not compiled), and one ``cpu_fallback`` event for the eager ops
-  that fell back to CPU (``get_fallback_ops()``: their compile failed and is retried every call).
-
-A backward graph (AOTAutograd builds it at the first ``.backward()``; the ``neuron`` backend has
-no ``bw_compiler``) is an event of its own, so its NEFF build is its own too. Graph keys in the
-cache when a recorder starts were built before it: traced again they are memory hits. The private
-counter and key forms are checked once per process; a change is said once, naming what is lost.
-
-Every private call is guarded: missing or changed, it degrades to "not available" with one
-warning. With ``NEURON_LAUNCH_BLOCKING=1`` the build runs inside Dynamo's time (events say
-``metrics["neff_in_duration"]``) and eager ops bypass the C++ cache (no kernel counts).
+Sync mode (``NEURON_LAUNCH_BLOCKING=1``, the RELEASE build's default): the build lies inside
+Dynamo's time (``metrics["neff_in_duration"]``), and eager kernels are read from the Python NEFF
+dict, built and loaded told apart only as an upper bound. Every private call is guarded: missing
+or changed, it degrades to "not available" with one warning.
 """
 from __future__ import annotations
 
 import functools
-import os
-import re
 import threading
+import time
 from collections import Counter
 from typing import Any, Callable, Protocol
 
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.setup.device import loaded_neuronx
+from neuronkit.sources import neuron_state as state
+from neuronkit.sources.neuron_state import is_graph_key, op_of_key
 from neuronkit.sources.sink import say
 
 __all__ = ["NEURON", "NeuronSource", "FALLBACK_FUNCTION", "KERNELS_FUNCTION", "awaits_build",
@@ -46,8 +36,6 @@ __all__ = ["NEURON", "NeuronSource", "FALLBACK_FUNCTION", "KERNELS_FUNCTION", "a
 KERNELS_FUNCTION = "eager kernels"   # the function name of ``kernels`` events
 FALLBACK_FUNCTION = "eager ops on CPU"   # the function name of ``cpu_fallback`` events
 _BEFORE = (-1, -1)                    # a graph key seen before recording began
-_GRAPH_KEY = re.compile(r"^[0-9a-f]{64}(_|$)")          # sha256 base key of a compiled graph
-_OP_END = re.compile(r"_t\d+_")                           # "aten::add.Tensor_t0_(2, 3)_..."
 
 
 class _Settling(Protocol):
@@ -61,30 +49,12 @@ class _Settling(Protocol):
     def record(self, **fields: Any) -> CompileEvent: ...
 
 
-def is_graph_key(key: str) -> bool:
-    """A compiled graph's cache key (64 hex characters first), not an eager op's."""
-    return bool(_GRAPH_KEY.match(key))
-
-
-def op_of_key(key: str) -> str:
-    """The op name an eager kernel's cache key starts with (``aten::add.Tensor``), else "?"."""
-    match = _OP_END.search(key)
-    head = key[:match.start()] if match else ""
-    return head if head and "::" in head else "?"
-
-
 def awaits_build(event: CompileEvent) -> bool:
     """Whether the NEFF build of ``event``'s graphs runs after Dynamo returned and is not yet
     resolved (not in sync mode, where the build lies inside Dynamo's time)."""
     return (isinstance(event.metrics.get("neuron_graphs"), list)
             and not event.neff_in_duration
             and event.neff_compile_s is None and event.neff_cache is None)
-
-
-def _blocking() -> bool:
-    """Sync mode: exactly "1" (torch_neuronx sets its build's default at import, so once it is
-    loaded the variable is there; any other value is async, as doctor says)."""
-    return os.environ.get("NEURON_LAUNCH_BLOCKING") == "1"
 
 
 def _module() -> Any | None:
@@ -113,6 +83,7 @@ class NeuronSource:
         self._epoch = 0                         # bumps when torch-neuronx resets its table
         self._kernel_keys: dict[int, set[str]] = {}   # id(recorder) -> kernel keys it has seen
         self._fallbacks: dict[int, set[str]] = {}     # id(recorder) -> CPU-fallback ops it saw
+        self._since: dict[int, float] = {}           # id(recorder) -> its last safe point (wall)
         self._checked = False                   # private names checked (once per process)
         self._warned: set[str] = set()
         self._owner: Any = None                 # the torch_neuronx the state is about
@@ -126,6 +97,7 @@ class NeuronSource:
             self._first_seen.clear()
             self._kernel_keys.clear()
             self._fallbacks.clear()
+            self._since.clear()
             self._warned.clear()
             self._checked = False
 
@@ -138,19 +110,28 @@ class NeuronSource:
                 self._counted = now
 
     def baseline(self, recorder: object) -> None:
-        """A recorder starts: the kernels compiled before now are not its own (no sync)."""
+        """A recorder starts: the graphs and kernels compiled before now are not its own. No
+        sync, and nothing that creates torch-neuronx's compilation cache (neuron_state.py):
+        while the job has not used it, it holds nothing."""
         module = _module()
-        if module is None or _blocking():
+        if module is None:
             return
         with self._lock:
             self._same_module(module)
-        keys = {str(k) for k in self._private(module, "_get_all_cache_keys") or ()}
+        before = state.graph_keys_before(module)
+        kernels: set[str] = set()
+        if state.blocking():
+            kernels = state.python_kernel_keys() or set()
+        elif state.cache_in_use(module):
+            kernels = {str(k) for k in self._private(module, "_get_all_cache_keys") or ()}
+            if before is None:
+                before = {k for k in kernels if is_graph_key(k)}
         with self._lock:
-            self._kernel_keys[id(recorder)] = keys
+            self._kernel_keys[id(recorder)] = kernels
             self._fallbacks[id(recorder)] = set(self._fallback_ops(module))
-            for key in keys:  # built before recording: traced again, it is a memory hit
-                if is_graph_key(key):
-                    self._first_seen.setdefault(key, _BEFORE)
+            self._since[id(recorder)] = time.time()
+            for key in before or ():  # built before recording: traced again, it is a memory hit
+                self._first_seen.setdefault(key, _BEFORE)
 
     # -- during a compile: a dict read, never a sync ------------------------------------------
     def note_compile(self, event: CompileEvent) -> None:
@@ -167,7 +148,10 @@ class NeuronSource:
             lo, self._counted = self._counted, now
         if now > lo:
             event.metrics["neuron_graphs"] = [self._epoch, lo, now]
-            if _blocking():
+            keys = state.graph_keys(lo, now)
+            if keys:  # the cache keys: ranks sharing a NEFF cache share them (log/rank_logs)
+                event.metrics["neff_keys"] = keys
+            if state.blocking():
                 event.metrics["neff_in_duration"] = True
 
     # -- at a safe point ----------------------------------------------------------------------
@@ -200,6 +184,7 @@ class NeuronSource:
         with self._lock:
             self._kernel_keys.pop(id(recorder), None)
             self._fallbacks.pop(id(recorder), None)
+            self._since.pop(id(recorder), None)
 
     def _fetch(self, module: Any, needed: int) -> list[Any] | None:
         """The metric entries; calls ``get_dynamo_metrics()`` (one synchronize) only when the
@@ -260,14 +245,16 @@ class NeuronSource:
         return None if entries is None else [e for e in entries if isinstance(e, dict)]
 
     def _kernels_readable(self, module: Any) -> bool:
-        if _blocking():
-            self._warn_once("blocking", "NEURON_LAUNCH_BLOCKING=1: eager ops bypass the compilation "
-                            "cache, so their kernels are not counted (set it to 0 to see them)")
+        """Async mode, and the job has created the C++ cache (reading it now changes nothing)."""
+        if state.blocking() or not state.cache_in_use(module):
             return False
         return self._private_fn(module, "_get_all_cache_keys") is not None
 
     def _record_kernels(self, recorder: _Settling, module: Any,
                         cache_entries: Callable[[], list[dict[str, Any]] | None]) -> None:
+        if state.blocking():
+            self._record_python_kernels(recorder, module)
+            return
         if not self._kernels_readable(module):
             return
         keys = self._private(module, "_get_all_cache_keys")
@@ -279,6 +266,7 @@ class NeuronSource:
             seen = self._kernel_keys.setdefault(id(recorder), set())
             new = sorted(eager - seen)
             seen.update(new)
+            self._since[id(recorder)] = time.time()
         if not new:
             return
         self._check_op_keys(new)
@@ -294,6 +282,39 @@ class NeuronSource:
                         metrics={"compiled": len(built), "loaded": loaded},
                         reasons=[f"{len(new)} new eager-op kernel(s) since the last safe point: "
                                  f"{how}"])
+
+    def _record_python_kernels(self, recorder: _Settling, module: Any) -> None:
+        """Sync mode: the new keys of torch-neuronx's Python NEFF dict. Built or read from the
+        disk cache is not told apart per kernel: at most as many were built as NEFF files of
+        the Python layout were written to the cache folder since the last safe point."""
+        keys = state.python_kernel_keys()
+        if keys is None:
+            if state.ops_executed(module):
+                self._warn_once("python cache", "NEURON_LAUNCH_BLOCKING=1, and this torch_neuronx "
+                                "has no python_ops.compilation.cache._GLOBAL_CACHE: eager kernels "
+                                "are not recorded")
+            return
+        now = time.time()
+        with self._lock:
+            seen = self._kernel_keys.setdefault(id(recorder), set())
+            new = sorted(keys - seen)
+            seen.update(new)
+            since, self._since[id(recorder)] = self._since.get(id(recorder), 0.0), now
+        if not new:
+            return
+        self._check_op_keys(new)
+        written = state.python_neffs_written(since)
+        built = len(new) if written is None else min(len(new), written)
+        how = ("the NEFF disk cache is off, so each was built by neuronx-cc" if written is None
+               else f"at most {built} built by neuronx-cc (NEFF files written to the cache folder "
+               f"since the last safe point), the rest read from the NEFF disk cache")
+        recorder.record(kind="kernels", function=KERNELS_FUNCTION, kernels=len(new),
+                        ops=dict(Counter(op_of_key(k) for k in new).most_common()),
+                        metrics={"compiled": built, "loaded": len(new) - built,
+                                 "sync_mode": True},
+                        reasons=[f"{len(new)} new eager-op kernel(s) since the last safe point, "
+                                 f"compiled in sync mode (NEURON_LAUNCH_BLOCKING=1): {how}; "
+                                 "their build times are not recorded"])
 
     def _fallback_ops(self, module: Any) -> list[str]:
         """``torch_neuronx.get_fallback_ops()``: the eager ops that fell back to CPU (a set of
@@ -311,8 +332,11 @@ class NeuronSource:
             return []
 
     def _record_fallbacks(self, recorder: _Settling, module: Any) -> None:
-        """One ``cpu_fallback`` event for the ops that fell back to CPU since the last safe
-        point: their Neuron compile failed, nothing is cached, every call compiles again."""
+        """One ``cpu_fallback`` event for the ops that ran on CPU since the last safe point.
+        ``get_fallback_ops()`` names ops without a Neuron kernel (no compile is tried:
+        ``csrc/core/NeuronBindings.cpp:232-246,483-484``, ``python_ops/base.py:763-829``) and ops
+        whose Neuron compile or run failed (``csrc/core/utils/ErrorRecovery.cpp:40-63``,
+        ``CPUFallbackExecutor.cpp:138``), without saying which."""
         ops = self._fallback_ops(module)
         with self._lock:
             seen = self._fallbacks.setdefault(id(recorder), set())
@@ -321,8 +345,9 @@ class NeuronSource:
         if new:
             recorder.record(kind="cpu_fallback", function=FALLBACK_FUNCTION,
                             ops=dict.fromkeys(new, 1), reasons=[
-                                f"{len(new)} eager op(s) ran on CPU after their Neuron compile "
-                                f"failed: {', '.join(new)}; every call compiles them again"])
+                                f"{len(new)} eager op(s) ran on CPU: {', '.join(new)}; each call "
+                                "copies their tensors to the host and back (no Neuron kernel "
+                                "for the op, or its Neuron compile failed)"])
 
     def _check_names(self, recorder: _Settling) -> None:
         """Once per process: torch-neuronx's private counter still counts the ``neuron``

@@ -12,6 +12,7 @@ from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import as_events, function_labels, readable, synthetic_reason
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.open import open_log
+from neuronkit.log.shared_cache import wait_seconds
 from neuronkit.views.text_layout import clean
 
 __all__ = ["DEFAULT_LIMIT", "ReportFacts", "as_log", "check_limit", "header_field", "rank_ranges",
@@ -100,7 +101,7 @@ def report_facts(log: CompileLog) -> ReportFacts:
         neff_s += neff
         if e.neff_compile_s is not None or e.neff_cache is not None:
             neuron = True
-        per_rank[e.rank] += seconds + neff
+        per_rank[e.rank] += seconds + neff + (wait_seconds(e) if e.neff_cache == "disk_hit" else 0.0)
     labels = function_labels([CompileEvent(function=f, location=loc) for f, loc in pairs])
     ranks = sorted(per_rank, key=_rank_key)
     busiest = max(((r, per_rank[r]) for r in ranks), key=lambda rs: rs[1], default=None)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import number, text_of
+from neuronkit.log.shared_cache import wait_text
 from neuronkit.sources.torch_text import short_reason
 from neuronkit.views.text_layout import ELLIPSIS
 
@@ -169,7 +170,8 @@ CELLS: dict[str, Callable[[CompileEvent, str, float], str]] = {
     "rank": lambda e, label, t0: number_text(e.rank, "d"),
     "graph_count": lambda e, label, t0: number_text(e.graph_count, "d"),
     "neff_compile_s": lambda e, label, t0: number_text(e.neff_compile_s, ".1f"),
-    "neff_cache": lambda e, label, t0: text_of(e.neff_cache),
+    "neff_cache": lambda e, label, t0: " ".join(filter(None, (text_of(e.neff_cache),
+                                                           wait_text(e)))),
     "kernels": lambda e, label, t0: number_text(e.kernels, "d") if e.kernels else "",
     "context": lambda e, label, t0: text_of(e.context),
 }

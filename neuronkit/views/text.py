@@ -22,6 +22,7 @@ from neuronkit.advice.finding import Advice
 from neuronkit.events.event import BUILD_KINDS, CompileEvent
 from neuronkit.events.facts import number, text_of
 from neuronkit.log.compile_log import CompileLog
+from neuronkit.log.shared_cache import wait_text
 from neuronkit.safe import terminal_safe
 from neuronkit.sources.assemble import dims_named
 from neuronkit.sources.torch_text import guard_text, input_name
@@ -108,7 +109,8 @@ def _neff(e: CompileEvent) -> str:
         return "?"
     where = {"compiled": "", "disk_hit": " disk/wait", "memory_hit": " memory"}.get(
         text_of(e.neff_cache), " not built")
-    return f"{number_text(e.neff_compile_s, '.1f') or '0.0'}{where}"
+    waited = wait_text(e)  # a merged log: the other rank's build it waited for
+    return f"{number_text(e.neff_compile_s, '.1f') or '0.0'}{f' ({waited})' if waited else where}"
 
 
 def _offset(started_at: Any, t0: float) -> str:

@@ -51,7 +51,7 @@ from neuronkit.workloads.generate_settings import (
 )
 from neuronkit.workloads.graph_watch import GraphWatch, allowed_graphs
 from neuronkit.workloads.padding_check import check_left_padding
-from neuronkit.workloads.prefill_masks import prefill_masks
+from neuronkit.workloads.prefill_masks import attended_rows, prefill_masks
 from neuronkit.workloads.progress import BatchProgress, BatchTiming, eta_s, new_shapes
 from neuronkit.workloads.recompile_limit import LimitFit, call_limit, record_eager_batch, warn_if_no_room
 from neuronkit.workloads.shapes import Buckets
@@ -375,8 +375,9 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                            prefill=prefill)
     settings = call_settings(model, tokenizer, pad_id, max_new_tokens, compile, backend,
                               generate_kwargs)   # refuses a model without a KV cache
-    check_left_padding(model, list(plan.token_ids[0]), pad_id, padded=_pads(plan),
-                       longest=max(b.bucket for b in plan.batches) + max_new_tokens)
+    with attended_rows(model):     # the probe's masks are the call's (no pad row fully masked)
+        check_left_padding(model, list(plan.token_ids[0]), pad_id, padded=_pads(plan),
+                           longest=max(b.bucket for b in plan.batches) + max_new_tokens)
     if compile and not fit_recompile_limit:
         warn_if_no_room(model, plan.planned_graphs)
     rec = recorder if recorder is not None else CompileRecorder(
@@ -389,6 +390,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
                               _forecast(rec, model, forecast_kernels))
         fit = scope.enter_context(call_limit(model, plan.planned_graphs, rec,
                                              fit=fit_recompile_limit))
+        scope.enter_context(attended_rows(model))    # no fully masked row: NaN on Neuron
         scope.enter_context(prefill_masks(model, any(b.prefill for b in plan.batches)))
         scope.enter_context(runner.choices.watching(on=bool(plan.planned_graphs)))
         stopped = runner.run(on_batch, stop)

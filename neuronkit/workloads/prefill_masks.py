@@ -1,12 +1,13 @@
-"""The prefill's attention masks kept tensors, so a batch without padding shares the padded
-batches' compiled prefill graph (see :func:`prefill_masks`)."""
+"""The attention masks ``nk.generate`` hands the model: kept tensors, so a batch without padding
+shares the padded batches' compiled prefill graph (:func:`prefill_masks`), and with no query row
+fully masked, so a left-pad row cannot turn into NaN on Neuron (:func:`attended_rows`)."""
 from __future__ import annotations
 
 import contextlib
 import functools
 from typing import Any, Callable, Iterator
 
-__all__ = ["prefill_masks", "wrapped_method"]
+__all__ = ["attended_rows", "every_row_attends", "prefill_masks", "wrapped_method"]
 
 
 def _all_positions(batch_idx, head_idx, q_idx, kv_idx):
@@ -40,6 +41,43 @@ def prefill_masks(model, on: bool):
     with wrapped_method(model, "create_masks_for_generate", masks_kept, create_masks_for_generate), \
             wrapped_method(model, "prepare_inputs_for_generation", inputs_kept):
         yield
+
+
+@contextlib.contextmanager
+def attended_rows(model) -> Iterator[None]:
+    """While open: no query row of the attention masks ``model.generate`` builds is fully masked
+    (:func:`every_row_attends`), on every device, prefill and decode, compiled or not.
+
+    With a static cache transformers builds every step's mask in ``prepare_inputs_for_generation``
+    through ``create_masks_for_generate`` (transformers generation/utils.py:736), wrapped on the
+    instance. On Neuron any mask sends SDPA past the NKI flash kernel to a decomposition without a
+    safe softmax (``ndb/decompositions.py:383``, ``:451-461``, ``:312-315``): a row of all ``-inf``
+    is ``exp(-inf - -inf)`` = NaN, and a NaN value times a zero weight spreads it to the real rows
+    in the next layer. A left-pad query row is such a row (its causal keys are all padding)."""
+    from transformers.masking_utils import create_masks_for_generate
+
+    def rows_attended(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        return every_row_attends(original(*args, **kwargs))
+
+    with wrapped_method(model, "create_masks_for_generate", rows_attended, create_masks_for_generate):
+        yield
+
+
+def every_row_attends(masks: Any) -> Any:
+    """``masks`` (one mask or a dict of them) with each fully masked query row of a 4-D boolean
+    (SDPA) mask let attend to every position: transformers' own fix for torch < 2.5's SDPA
+    (``causal_mask |= torch.all(~causal_mask, dim=-1, keepdim=True)``, the ``allow_torch_fix``
+    of transformers 4.5x ``sdpa_mask``). Only pad rows are fully masked; their outputs reach no
+    real row (pad keys stay masked for real queries, in the prefill and every decode step), so
+    the real rows' tokens are unchanged. Float (eager) masks, flex ``BlockMask``s, 2-D padding
+    masks and None pass as they are."""
+    import torch
+
+    if isinstance(masks, dict):
+        return {k: every_row_attends(v) for k, v in masks.items()}
+    if not isinstance(masks, torch.Tensor) or masks.dtype != torch.bool or masks.ndim != 4:
+        return masks
+    return masks | ~masks.any(dim=-1, keepdim=True)
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from neuronkit.workloads.generate_plan import (
 )
 from neuronkit.workloads.generate_settings import max_positions
 from neuronkit.workloads.generation import generate
+from neuronkit.workloads.neff_builds import neff_counts
 from neuronkit.workloads.padding_check import check_left_padding
 from neuronkit.workloads.recompile_limit import fitted_limit
 from neuronkit.workloads.shapes import Buckets
@@ -65,7 +66,9 @@ class WarmupManifest:
     ``graphs``: one dict per (batch size, bucket): ``batch_size``, ``bucket``, ``cache_len``,
     ``graphs`` (compiles in the step: ``prefill_graphs`` + ``decode_graphs``, one each with
     ``nk.generate``'s compiled prefill), ``kernels`` (eager kernels, Neuron only),
-    ``compile_s`` (Dynamo's), ``wall_s``, and on Neuron
+    ``kernel_builds`` (of them, the NEFFs neuronx-cc built, the rest read from the NEFF cache;
+    ``kernel_builds_at_most``: an upper bound, counted in sync mode; both absent from manifests
+    written before they were kept), ``compile_s`` (Dynamo's), ``wall_s``, and on Neuron
     ``neff_compile_s``, ``neff_cache`` and ``cache_keys`` (None where unknown). The plan holds
     for prompts up to ``max(buckets)`` tokens, the ``batch_sizes`` planned and ``max_new_tokens``
     in ``new_token_band`` (decode graphs are keyed on the cache length, which depends on the
@@ -189,10 +192,13 @@ def _step_entry(batch_size: int, bucket: int, cache_len: int, events: list[Compi
     neff = [e.neff_compile_s for e in built if e.neff_compile_s is not None]
     states = [e.neff_cache for e in built if e.neff_cache]
     phases = [e.metrics.get("phase") if isinstance(e.metrics, dict) else None for e in built]
+    kernels = neff_counts([e for e in events if e.kind == "kernels"])
     return {"batch_size": batch_size, "bucket": bucket, "cache_len": cache_len,
             "graphs": graphs(events), "prefill_graphs": phases.count("prefill"),
             "decode_graphs": phases.count("decode"),
             "kernels": sum(e.kernels for e in events if e.kind == "kernels"),
+            "kernel_builds": kernels.kernel_builds,
+            "kernel_builds_at_most": kernels.kernels_sync_mode and kernels.kernel_builds > 0,
             "compile_s": round(compile_seconds(built), 6),
             "wall_s": round(wall_s, 6),
             "neff_compile_s": round(sum(neff), 6) if neff else None,

@@ -198,7 +198,7 @@ def test_demo_on_neuron_reports_measured_times_without_a_projection(neuron_demo,
     from neuron_fake import installed_fake
 
     argv, walls = neuron_demo
-    with installed_fake() as fake:
+    with installed_fake(build_type="DEV") as fake:
         for seconds in (100.0, 300.0, 60.0):  # naive's two builds, then bucketed's one
             fake.plan("compiled", duration_s=seconds)
         assert main(argv) == 0

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .disk_cache import cache_dirs
 from .dynamo import FakeEntryPoint
 from .modules import FakeTorchNeuronx, LazySubmodules
+from .worker import WorkerThread
 
 _MISSING = object()
 _TIMING_KEYS = ("torch_neuronx_compile", "torch_neuronx_fx_passes", "torch_neuronx_lower")
@@ -40,32 +41,66 @@ def make_fake(*, device_count: int = 2, version: str = "0.1.0",
               compile_outcome: str = "compiled", metrics_enabled: bool | None = None,
               launch_blocking: bool | None = None, use_disk: bool = False,
               cache_dir: Path | str | None = None, local_cache_dir: Path | str | None = None,
-              real_sleep: bool = False, env: Mapping[str, str] | None = None) -> FakeTorchNeuronx:
+              real_sleep: bool = False, env: Mapping[str, str] | None = None,
+              persistent_enabled: bool | None = None, threaded: bool = False) -> FakeTorchNeuronx:
     """A built, not installed, fake. Unset options follow the environment as the source reads it.
 
-    ``launch_blocking``: ``NEURON_LAUNCH_BLOCKING == "1"`` (DEV-build default "0",
-    ``tn/__init__.py:46``). ``metrics_enabled``: ``TORCH_NEURONX_METRICS_ENABLED``.
-    ``use_disk``: write real files under ``cache_dir``/``local_cache_dir`` (default: the
-    ``TORCH_NEURONX_NEFF_*`` variables); otherwise the persistent cache lives in memory.
+    ``launch_blocking``: ``NEURON_LAUNCH_BLOCKING == "1"``, read when the fake is built (after
+    ``installed_fake`` applied the build's default). ``metrics_enabled``:
+    ``TORCH_NEURONX_METRICS_ENABLED``. ``use_disk``: write real files under ``cache_dir`` /
+    ``local_cache_dir``, else the persistent cache lives in memory. The cache folders, the disable
+    switch and the size limits are read when the resource manager is created (manager.py), not
+    here, unless given. ``threaded``: the compile worker runs on a thread of its own (worker.py).
     """
-    env = os.environ if env is None else env
-    disk_dir, local_dir = cache_dirs(env)
+    source = os.environ if env is None else env
+    fixed: dict[str, Any] = {}
+    if cache_dir is not None:
+        fixed["cache_dir"] = Path(cache_dir)
+    if local_cache_dir is not None:
+        fixed["local_cache_dir"] = Path(local_cache_dir)
+    if persistent_enabled is not None:
+        fixed["persistent_enabled"] = persistent_enabled
     fake = FakeTorchNeuronx(
         count=device_count, instance_type=instance_type,
         compile_duration_s=compile_duration_s, compile_outcome=compile_outcome,
-        launch_blocking=(env.get("NEURON_LAUNCH_BLOCKING") == "1" if launch_blocking is None
+        launch_blocking=(source.get("NEURON_LAUNCH_BLOCKING") == "1" if launch_blocking is None
                          else launch_blocking),
-        fallback_enabled=_env_flag(env, "NEURON_FALLBACK_ENABLED", True),
-        persistent_enabled=env.get("TORCH_NEURONX_NEFF_DISABLE_CACHE") != "1",
-        cache_dir=Path(cache_dir or disk_dir) if use_disk else None,
-        local_cache_dir=Path(local_cache_dir or local_dir) if use_disk else None,
-        real_sleep=real_sleep,
-        max_cache_entries=int(env.get("NEURON_COMPILATION_CACHE_MAX_ENTRIES", "0")),
-        max_cache_size_bytes=int(env.get("NEURON_COMPILATION_CACHE_MAX_SIZE_MB", "0")) << 20)
+        fallback_enabled=_env_flag(source, "NEURON_FALLBACK_ENABLED", True),
+        real_sleep=real_sleep, use_disk=use_disk, fixed=fixed, env=env)
     fake.build(version)
+    if threaded:
+        fake.worker = WorkerThread(fake)
     if metrics_enabled is not None:
         fake.arena.set_enabled(metrics_enabled)
     return fake
+
+
+_SET_ENV = ("NEURON_LAUNCH_BLOCKING", "TORCH_NEURONX_NEFF_CACHE_DIR",
+            "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR")
+
+
+def _import_defaults(build_type: str, launch_blocking: bool | None) -> None:
+    """What ``import torch_neuronx`` sets: the build's sync-mode default with ``setdefault``
+    (``tn/_build_config.py:7-11``, ``tn/__init__.py:46``: RELEASE "1", DEV "0"); an explicit
+    ``launch_blocking`` stands for the user's own setting. The NEFF folders default to a fresh
+    temporary folder here (the source's ``/tmp/neff_cache``), so a test never writes the machine's."""
+    if build_type not in ("RELEASE", "DEV"):
+        raise ValueError(f"build_type must be RELEASE or DEV, got {build_type!r}")
+    if launch_blocking is not None:
+        os.environ["NEURON_LAUNCH_BLOCKING"] = "1" if launch_blocking else "0"
+    os.environ.setdefault("NEURON_LAUNCH_BLOCKING", "1" if build_type == "RELEASE" else "0")
+    if "TORCH_NEURONX_NEFF_CACHE_DIR" not in os.environ:
+        root = Path(tempfile.mkdtemp(prefix="neuron_fake_"))
+        os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(root / "neff_cache")
+        os.environ.setdefault("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(root / "local_cache"))
+
+
+def _restore_env(saved: dict[str, str | None]) -> None:
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @contextmanager
@@ -76,6 +111,8 @@ def installed_fake(*, reset_dynamo: bool = True, **options: Any) -> Iterator[Fak
     from torch._dynamo.backends import registry
     from torch._dynamo.utils import compilation_time_metrics, counters, cumulative_time_spent_ns
 
+    saved_env = {n: os.environ.get(n) for n in _SET_ENV}
+    _import_defaults(options.pop("build_type", "RELEASE"), options.get("launch_blocking"))
     fake = make_fake(**options)
     finder = LazySubmodules(fake)
     names = [*fake.submodules(), "torch_neuronx.metrics", "torch.neuron"]
@@ -103,6 +140,8 @@ def installed_fake(*, reset_dynamo: bool = True, **options: Any) -> Iterator[Fak
     try:
         yield fake
     finally:
+        _restore_env(saved_env)
+        fake.stop_worker()
         fake.queue.clear()  # pending async work dies with the "process"
         if reset_dynamo:
             torch._dynamo.reset()

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import keys
 from .dynamo import DynamoMetrics, create_neuron_backend
+from .manager import run_python_eager
 from .runtime import C, Runtime
 
 
@@ -50,7 +51,10 @@ class FakeTorchNeuronx(Runtime):
 
     def submodules(self) -> dict[str, types.ModuleType]:
         """Eagerly imported submodules, by ``sys.modules`` name (``metrics`` is lazy)."""
+        cache = _module("torch_neuronx.python_ops.compilation.cache")
+        cache._GLOBAL_CACHE = self.python_cache  # python_ops/compilation/cache.py:15
         return {"torch_neuronx": self.module, "torch_neuronx._C": self.C,
+                "torch_neuronx.python_ops.compilation.cache": cache,
                 "torch_neuronx.neuron": self.neuron,
                 "torch_neuronx.neuron_dynamo_backend": self.ndb,
                 "torch_neuronx.neuron_dynamo_backend.metrics": self.ndb_metrics,
@@ -74,17 +78,19 @@ class FakeTorchNeuronx(Runtime):
                                        static_indices=static_indices,
                                        static_argnames=static_argnames)
         ir = f"module @{op_name} {py_key}".encode()
+        self.initialized = True  # its inputs live on the device: allocating them initialized it
         if self.launch_blocking:
-            plan = self._next_plan()
-            if plan.outcome == "failed" and self.fallback_enabled:
-                self.fallback_ops.add(op_name)
-            else:
-                self.python_cache.setdefault(py_key, self._neff(py_key))
-                self.executed_ops.add(op_name)
+            run_python_eager(self, op_name, py_key, ir)
             return py_key
         self.C._submit_xla_task_to_pipeline(op_name, list(inputs), [], ir, None, py_key, "",
                                             False, None)
         return keys.final_key(py_key, self.instance_type, keys.EAGER_OPT)
+
+
+    def run_unimplemented_op(self, op_name: str) -> None:
+        """An op with no Neuron kernel: the boxed CPU fallback, no compile, no cache
+        (``csrc/core/NeuronBindings.cpp:232-246,483-484``); the op is tracked as a fallback."""
+        self.fallback_ops.add(op_name)
 
 
 def _module(name: str, doc: str = "", package: bool = False) -> types.ModuleType:
@@ -150,6 +156,16 @@ def _make_c(fake: FakeTorchNeuronx) -> types.ModuleType:
     def put_neff_cache(key: str, neff_bytes: bytes) -> bool:
         return fake._disk_put(key, bytes(neff_bytes))
 
+    def created(name: str, fn: Any) -> Any:  # each calls NeuronResourceManager::Instance()
+        def call(*args: Any) -> Any:
+            fake.manager(name)
+            return fn(*args)
+        return call
+
+    cache_stats = created("_get_compilation_cache_stats", cache_stats)
+    cache_entries = created("_get_compilation_cache_entries", cache_entries)
+    neff_info = created("get_neff_info", neff_info)
+    put_neff_cache = created("put_neff_cache", put_neff_cache)
     _set(c,
          _register_device=lambda: None, _register_profiler=lambda: None,
          _set_python_ops_registered=lambda value: None,
@@ -162,7 +178,7 @@ def _make_c(fake: FakeTorchNeuronx) -> types.ModuleType:
          _get_logical_neuron_cores=lambda: keys.platform(fake.instance_type)[1],
          _get_compilation_cache_stats=cache_stats,
          _get_compilation_cache_entries=cache_entries,
-         _get_all_cache_keys=lambda: set(fake.entries),
+         _get_all_cache_keys=created("_get_all_cache_keys", lambda: set(fake.entries)),
          _clear_compilation_cache=fake.clear_cache,
          _clear_compilation_memory_cache=fake.clear_memory_cache,
          _submit_xla_task_to_pipeline=submit_xla,
@@ -170,7 +186,7 @@ def _make_c(fake: FakeTorchNeuronx) -> types.ModuleType:
              fake.submit_graph(base_cache_key, stablehlo_bytes, has_collectives),
          execute_compiled_graph=lambda graph_name, cache_key, inputs, outputs, has_collectives:
              fake.submit_execute(graph_name, cache_key),
-         get_neff_info=neff_info, get_neff_cache=lambda key: fake._disk_get(key),
+         get_neff_info=neff_info, get_neff_cache=created("get_neff_cache", fake._disk_get),
          put_neff_cache=put_neff_cache,
          _get_executed_ops=lambda: sorted(fake.executed_ops),
          _get_fallback_ops=lambda: sorted(fake.fallback_ops),

@@ -8,24 +8,23 @@ waits on submit), ``csrc/core/streams/StreamImpl.cpp:133-155`` and
 ``csrc/core/utils/ErrorHandler.cpp:361-371`` (first error kept, raised and cleared by sync),
 ``csrc/core/utils/ErrorRecovery.cpp`` (CPU fallback of failed eager ops, on by default).
 
-Deliberate simplification: the worker never runs on its own. Queued work is resolved in FIFO
-order by ``synchronize()`` (or ``advance_worker()``, which stands for the real worker getting
-ahead without a sync). Compile time is virtual: a compile starts at ``max(submit, previous end)``
-and its ``CompilationTime`` sample is stamped at its virtual end, on the ``time.monotonic_ns``
-clock; ``real_sleep=True`` makes ``synchronize`` wait until that end really passed.
+Simplification: the worker runs when ``synchronize()`` or ``advance_worker()`` (the real worker
+getting ahead without a sync) drains the FIFO queue. Compile time is virtual: a compile starts
+at ``max(submit, previous end)``, its ``CompilationTime`` sample stamped at its virtual end
+(``time.monotonic_ns`` clock); ``real_sleep=True`` makes ``synchronize`` wait until that end really passed.
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import keys
 from .arena import MetricsArena, fmt_bytes, fmt_time
+from .sync_calls import SyncCall, sync_record
 
 OUTCOMES = ("compiled", "disk_hit", "memory_hit", "failed")
 ENTRY_OVERHEAD = 128  # stands in for sizeof(CacheEntry) in CalculateMemoryUsage
@@ -76,23 +75,6 @@ class Task:
 
 
 @dataclass
-class SyncCall:
-    """Where one ``synchronize`` happened: thread, ``via`` (the outermost fake function on the
-    stack, e.g. ``get_dynamo_metrics``), ``caller`` and ``stack`` (``module:function:line``,
-    innermost first, fake and ``torch._dynamo`` frames skipped)."""
-
-    index: int
-    device: int
-    thread: str
-    thread_id: int
-    via: str
-    caller: str
-    stack: tuple[str, ...]
-    pending: int
-    raised: str | None = None
-
-
-@dataclass
 class Runtime:
     """State of one fake torch-neuronx process. ``count``/``bf16``/``current`` as in conftest."""
 
@@ -122,6 +104,13 @@ class Runtime:
     executed_ops: set[str] = field(default_factory=set)
     fallback_ops: set[str] = field(default_factory=set)
     initialized: bool = False
+    use_disk: bool = False
+    fixed: dict = field(default_factory=dict)   # cache options a test fixed (manager.py)
+    env: object = None                          # the mapping the manager reads (None: os.environ)
+    manager_created_by: str | None = None       # the call that created the resource manager
+    configured_cache_dir: Path | None = None    # the NEFF cache folder the manager read
+    python_builds: list[str] = field(default_factory=list)  # sync-mode eager neuronx-cc runs
+    worker: Any = None                          # a WorkerThread (make_fake(threaded=True))
     _worker_free_ns: int = 0
     _tick: int = 0
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -158,9 +147,24 @@ class Runtime:
                           self._next_plan()))
         return key
 
+    def manager(self, by: str) -> None:
+        """``NeuronResourceManager::Instance()``: the first call creates it (manager.py)."""
+        if self.manager_created_by is None:
+            from .manager import configure_cache
+
+            self.manager_created_by = by
+            configure_cache(self, self.env)  # type: ignore[arg-type]
+
+    def stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+
     def _submit(self, task: Task) -> None:
+        self.manager(f"submit {task.kind}")
         with self._lock:
             self.queue.append(task)
+            if self.worker is not None:  # worker.py: the thread takes it when it can
+                self.worker.kick()
             if self.launch_blocking:  # SubmitOperationContext waits, raises, keeps the error
                 error = self._drain(len(self.queue), collect=True)
                 if error:
@@ -206,11 +210,13 @@ class Runtime:
         if self.persistent_enabled:
             if plan.outcome == "disk_hit" and self._disk_get(pkey) is None:
                 self._disk_put(pkey, self._neff(task.key))  # as written by another process
+            if plan.wait_s:  # another process builds it: a miss, the lock, then its file
+                self.arena.counter(C + "PersistentMisses")   # CompilationCache.cpp:211-222
+                start = max(task.submit_ns, self._worker_free_ns)
+                self._worker_free_ns = start + int(plan.wait_s * 1e9)
+                self._touch_lock(pkey)                        # :517-553, hit after the lock
             neff = self._disk_get(pkey)
             if neff is not None:
-                if plan.wait_s:  # blocked on another process's lock until its build was written
-                    start = max(task.submit_ns, self._worker_free_ns)
-                    self._worker_free_ns = start + int(plan.wait_s * 1e9)
                 self.arena.counter(C + "PersistentHits")
                 self._store(task.key, pkey, neff, 0)
                 return self._ran(task)
@@ -304,6 +310,7 @@ class Runtime:
 
     def clear_memory_cache(self) -> None:
         """``ClearInMemoryCache``: entries and the in-memory counters."""
+        self.manager("clear memory cache")
         with self._lock:
             self.entries.clear()
             for name in ("InMemoryHits", "InMemoryMisses", "Evictions"):
@@ -312,6 +319,7 @@ class Runtime:
 
     def clear_cache(self) -> None:
         """``CompilationCache::Clear``: memory, every ``*.neff`` on disk, and the totals."""
+        self.manager("clear cache")
         with self._lock:
             self.clear_memory_cache()
             if self.persistent_enabled:
@@ -354,23 +362,7 @@ class Runtime:
             raise exc
 
     def _sync_record(self, device: int) -> SyncCall:
-        frame, via = sys._getframe(1), ""
-        dynamo = f"{os.sep}torch{os.sep}_dynamo{os.sep}"  # torch._dynamo.disable wrappers
-        while frame is not None and (frame.f_code.co_filename.startswith(_HERE)
-                                     or dynamo in frame.f_code.co_filename):
-            if frame.f_code.co_filename.startswith(_HERE):
-                via = frame.f_code.co_name
-            frame = frame.f_back
-        stack = []
-        while frame is not None and len(stack) < 16:
-            stack.append(f"{frame.f_globals.get('__name__', '?')}:{frame.f_code.co_name}:"
-                         f"{frame.f_lineno}")
-            frame = frame.f_back
-        thread = threading.current_thread()
-        call = SyncCall(len(self.sync_calls), device, thread.name, threading.get_ident(), via,
-                        stack[0] if stack else "", tuple(stack), len(self.queue))
-        self.sync_calls.append(call)
-        return call
+        return sync_record(self.sync_calls, self.queue, device)
 
     @property
     def sync_count(self) -> int:

@@ -233,8 +233,8 @@ def test_native_counts_both_layouts_leftovers_and_locks(native):
     assert {f.kind for f in n.leftovers} == {"cpp", "python"}
     assert len(n.locks) == 6 and {lk.kind for lk in n.locks} == {"cpp", "python"}
     assert [lk.path for lk in n.leftover_locks] == [native.made["locks"][-1]]
-    assert n.stale_locks == []                       # stale: held past the timeout; none is held
-    assert all(lk.held is False for lk in n.locks)
+    assert n.held_locks == []                        # no build in progress
+    assert all(lk.held is False and lk.holders == [] for lk in n.locks)
     assert n.timeout_s == FIVE_HOURS and n.other == []
     assert report.total_size == 8192 + 2 * 512
     assert _snapshot(native.cache_dir.parent) == before  # read-only
@@ -249,15 +249,17 @@ def test_native_summary_text(native):
     assert "zero-size  1 .neff of 0 bytes" in text
     assert "temp files 2 (1.0 KB): 2 left by writes that died" in text
     assert (f"6 in {native.local_cache_dir} (from TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR): 0 held "
-            "by a running compile, 0 stale (held past the lock timeout," in text)
-    assert "1 old one no process holds (a normal leftover; --prune removes it)" in text
+            "now (a build in progress), 1 old one no process holds (older than the lock "
+            "timeout, 18000 s, from TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT: a normal leftover; "
+            "--prune removes it)" in text)
+    assert "stale" not in text
     assert f"{native.made['locks'][-1]}  2 d old, not held (leftover)" in text
     assert f"{native.made['locks'][0]}  1 h old, not held" in text
     assert "enabled (TORCH_NEURONX_NEFF_DISABLE_CACHE not set)" in text
     assert "--prune to list the 4 file(s)" in text
     assert report.summary_line() == (f"{native.cache_dir}: 5 NEFFs (3 C++, 2 Python), 8.0 KB; "
-                                     "2 temp leftovers, 1 zero-size, 6 lock files (0 stale: "
-                                     "held past the lock timeout) (native layout)")
+                                     "2 temp leftovers, 1 zero-size, 6 lock files (0 held: a "
+                                     "build in progress) (native layout)")
 
 
 def test_lock_age_follows_mtime_against_the_timeout(monkeypatch, tmp_path):
@@ -291,30 +293,31 @@ def nk_key(seed):
     return native_key(seed)
 
 
-def test_stale_is_torch_neuronx_meaning_a_lock_held_past_its_timeout(monkeypatch, tmp_path):
-    """FileLock.cpp breaks a lock ("breaking stale lock") that a waiter could not take within
-    TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT: a lock *held* that long. An old lock file nobody holds
-    is what every finished compile leaves behind: a leftover, never stale."""
+def test_a_held_lock_is_a_build_in_progress_however_old_its_file(monkeypatch, tmp_path):
+    """FileLock.cpp reuses lock files and never refreshes their time (:87), and a waiter breaks a
+    lock after the timeout counted from its *own* wait start (:114-167): a held lock is a build
+    in progress whatever its file's age, never "stale"; once released, an old one is a leftover.
+    (Held here by a second open file description of this process: flock conflicts across them.)"""
     writer = NativeCacheWriter.under(tmp_path)
     monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(writer.local_cache_dir))
     writer.neff()
-    lock = writer.lock(nk_key("long compile"), time.time() - 86400)
+    lock = writer.lock(nk_key("taken again just now"), time.time() - 86400)
     young = writer.lock(nk_key("compiling now"), time.time() - 60)
     with open(lock) as held, open(young) as held_young:
-        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a compile holding it for a day
-        fcntl.flock(held_young.fileno(), fcntl.LOCK_EX)  # a compile of a minute
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a day-old file, taken by a build just now
+        fcntl.flock(held_young.fileno(), fcntl.LOCK_EX)
         found = {lk.path: lk for lk in nk.inspect_cache(writer.cache_dir).native.locks}
-        assert (found[lock].held, found[lock].stale, found[lock].leftover) == (True, True, False)
-        assert (found[young].held, found[young].stale) == (True, False)
+        assert (found[lock].held, found[lock].leftover) == (True, False)
+        assert found[young].held is True
         report = nk.inspect_cache(writer.cache_dir)
-        assert [lk.path for lk in report.native.stale_locks] == [lock]
+        assert {lk.path for lk in report.native.held_locks} == {lock, young}
         assert report.native.prunable == []
-        assert "(1 stale: held past the lock timeout)" in report.summary_line()
-        assert f"{lock}  1 d old, held past the timeout (stale)" in str(report)
+        assert "(2 held: a build in progress)" in report.summary_line()
+        assert "stale" not in str(report) and "1 d old" not in str(report)
         assert prune_cache(writer.cache_dir, dry_run=False).items == []  # never a held lock
     assert lock.exists()
     [found_now] = [lk for lk in nk.inspect_cache(writer.cache_dir).native.locks if lk.path == lock]
-    assert (found_now.held, found_now.stale, found_now.leftover) == (False, False, True)
+    assert (found_now.held, found_now.leftover) == (False, True)
 
 
 def test_prune_dry_run_removes_nothing(native):
@@ -606,7 +609,7 @@ def test_cli_native_summary(native, capsys):
     assert main(["cache", str(native.cache_dir)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"Neuron compile cache: {native.cache_dir} (as given)")
-    assert "3 from the C++ path" in out and "0 stale (held past the lock timeout" in out
+    assert "3 from the C++ path" in out and "0 held now (a build in progress)" in out
 
 
 def test_cli_prune_is_a_dry_run_until_yes(native, capsys):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import re
-import types
 from pathlib import Path
 
 import pytest
@@ -191,7 +190,8 @@ def test_mismatched_pair_and_torch_xla_in_the_doctor(native_env, monkeypatch):
 
 @pytest.mark.parametrize("value, words", [
     ("1", ["'1' = sync mode", "inside Dynamo's compile time",
-           "eager ops bypass the C++ compilation cache", "no kernel counts"]),
+           "eager ops bypass the C++ compilation cache", "counts their kernels from that "
+           "process-global dict", "not told apart per kernel"]),
     ("0", ["'0' = async mode", "NEFF builds finish on a worker thread after Dynamo returns"]),
     ("true", ["'true' = async mode", "'1' gives sync mode"]),  # only exactly "1" is sync
 ])
@@ -204,19 +204,17 @@ def test_launch_blocking_mode(native_env, monkeypatch, value, words):
         assert word in found
 
 
-def test_launch_blocking_unset_depends_on_the_build(native_env, monkeypatch):
-    with installed_fake() as fake:
+def test_launch_blocking_follows_what_the_import_of_each_build_sets(native_env, monkeypatch):
+    """Importing torch_neuronx sets the build's default with setdefault (tn/__init__.py:46): a
+    RELEASE build runs sync unless told otherwise, a DEV build async. The fake has no package
+    folder to read the build type from (tests/setup/test_doctor_modes.py reads a real file)."""
+    with installed_fake():  # RELEASE, as the wheels are
         found = _check(doctor_report(cache_dir=native_env), "NEURON_LAUNCH_BLOCKING")
-        assert found.startswith("ok: not set: the default depends on the torch-neuronx build")
-        assert "RELEASE builds default to sync" in found
-        monkeypatch.setattr(fake.module, "DEFAULT_SYNC_MODE", "1", raising=False)
-        monkeypatch.setattr(fake.module, "_build_config",
-                            types.SimpleNamespace(BUILD_TYPE="RELEASE"), raising=False)
+    assert found.startswith("ok: '1' = sync mode")
+    assert "unsetting it does not help: RELEASE builds default to '1'" in found
+    with installed_fake(build_type="DEV"):
         found = _check(doctor_report(cache_dir=native_env), "NEURON_LAUNCH_BLOCKING")
-        assert found.startswith("ok: not set: this RELEASE build defaults to '1' = sync mode")
-        monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "1")  # as torch_neuronx's import sets it
-        found = _check(doctor_report(cache_dir=native_env), "NEURON_LAUNCH_BLOCKING")
-        assert found.startswith("ok: '1', this RELEASE build's default = sync mode")
+    assert found.startswith("ok: '0' = async mode")
 
 
 def test_launch_blocking_is_shown_without_neuronx_only_when_set(clean_env, no_neuron,
@@ -251,14 +249,13 @@ def test_metrics_switch(native_env, monkeypatch, value, start):
 def test_sync_mode_fix_is_to_set_0_not_to_unset_it(native_env, monkeypatch):
     """A RELEASE build defaults NEURON_LAUNCH_BLOCKING to "1" (``_build_config.py``) and its
     import sets it (``setdefault``): unsetting it changes nothing, "0" gives async mode."""
-    with installed_fake() as fake:
-        monkeypatch.setattr(fake.module, "DEFAULT_SYNC_MODE", "1", raising=False)
-        monkeypatch.setattr(fake.module, "_build_config",
-                            types.SimpleNamespace(BUILD_TYPE="RELEASE"), raising=False)
-        monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "1")
-        found = _check(doctor_report(cache_dir=native_env), "NEURON_LAUNCH_BLOCKING")
+    found = doctor_native.launch_blocking_check(
+        {"NEURON_LAUNCH_BLOCKING": "1"}, build=("RELEASE", "BUILD_TYPE read from its file")).text
     assert "For async mode: export NEURON_LAUNCH_BLOCKING=0 before starting Python" in found
     assert "unsetting it does not help: this build's default is '1'" in found
+    dev = doctor_native.launch_blocking_check(
+        {"NEURON_LAUNCH_BLOCKING": "1"}, build=("DEV", "BUILD_TYPE read from its file")).text
+    assert "For async mode: unset it, or export NEURON_LAUNCH_BLOCKING=0" in dev
 
 
 @pytest.mark.parametrize("flags, start, words", [
@@ -425,11 +422,11 @@ def test_install_fix_is_the_neuron_2_33_command(clean_env, no_neuron):
         assert word in found
 
 
-def test_lock_checks_agree_with_the_summary_and_use_torch_neuronx_meaning_of_stale(
+def test_lock_checks_agree_with_the_summary_and_never_call_a_held_lock_stale(
         native_env, monkeypatch, tmp_path):
-    """An old lock file nobody holds is a normal leftover; "stale" is a lock held past the lock
-    timeout (FileLock.cpp breaks it then): the doctor warns about that one only, and never says
-    "no stale locks" beside a summary that counts some."""
+    """An old lock file nobody holds is a normal leftover; a held one is a build in progress,
+    however old its file (lock files are reused, FileLock.cpp:87): the doctor names it, says what
+    torch-neuronx's waiters do, and neither warns nor says to stop its holder."""
     import fcntl
     import time
 
@@ -441,21 +438,23 @@ def test_lock_checks_agree_with_the_summary_and_use_torch_neuronx_meaning_of_sta
     writer.neff()
     day_ago = time.time() - 86400
     leftover = writer.lock(native_key("finished yesterday"), day_ago)
-    held = writer.lock(native_key("compiling since yesterday"), day_ago)
+    held = writer.lock(native_key("taken again by a build just now"), day_ago)
     with installed_fake():
         text = doctor_report(cache_dir=writer.cache_dir)
         with open(held) as holder:
             fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
             held_text = doctor_report(cache_dir=writer.cache_dir)
     assert leftover.exists()
-    assert "2 lock files (0 stale: held past the lock timeout)" in _row(text, "folder")
-    assert "stale locks" not in text and "[warn]" not in text
+    assert "2 lock files (0 held: a build in progress)" in _row(text, "folder")
+    assert "held locks" not in text and "stale" not in text
     assert _check(text, "lock files").startswith(
-        "ok: 2 lock files, none held past the lock timeout (1200 s, the default); 2 old ones no "
-        "process holds: normal leftovers of finished compiles")
-    assert "2 lock files (1 stale: held past the lock timeout)" in _row(held_text, "folder")
-    stale = _check(held_text, "stale locks")
-    assert stale.startswith("warn: 1 lock held past the lock timeout (1200 s, the default)")
-    assert "a process waiting on it breaks it after 1200 s" in stale and "fuser" in stale
-    assert str(held) in stale
-    assert _check(held_text, "lock files").startswith("ok: 2 lock files")
+        "ok: 2 lock files, 0 held now; 2 old ones no process holds: normal leftovers of finished "
+        "compiles")
+    assert "2 lock files (1 held: a build in progress)" in _row(held_text, "folder")
+    found = _check(held_text, "held locks")
+    assert found.startswith(f"ok: 1 lock held now, held by pid {os.getpid()} (this process)")
+    assert "a NEFF build in progress" in found and str(held) in found
+    assert "after 1200 s (TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT, the default) counted from the " \
+        "start of their own wait" in found
+    assert "stale" not in held_text and "fuser" not in held_text and "stop" not in found
+    assert _check(held_text, "lock files").startswith("ok: 2 lock files, 1 held now; 1 old one")

@@ -52,7 +52,7 @@ def test_install_is_complete_and_leaves_no_trace(clean_env):
 
 
 def test_neff_compile_time_exists_only_after_synchronize(clean_env):
-    with installed_fake(metrics_enabled=True) as fake:
+    with installed_fake(build_type="DEV", metrics_enabled=True) as fake:
         C = fake.C
         fake.plan("compiled", duration_s=1.25)
         submitted = time.monotonic_ns()
@@ -119,7 +119,7 @@ def test_get_dynamo_metrics_synchronizes_and_fills_compile_times(clean_env):
 def test_backend_compiles_and_a_new_shape_adds_an_entry(clean_env):
     from torch._dynamo.utils import counters
 
-    with installed_fake(compile_duration_s=3.0) as fake:
+    with installed_fake(build_type="DEV", compile_duration_s=3.0) as fake:
         import torch_neuronx
 
         fn = torch.compile(lambda x: torch.sin(x) * 2, backend="neuron", dynamic=False)
@@ -150,7 +150,7 @@ def test_backend_compiles_and_a_new_shape_adds_an_entry(clean_env):
 
 
 def test_memory_hit_repeats_the_original_time_and_failures_cache_nothing(clean_env):
-    with installed_fake(metrics_enabled=True) as fake:
+    with installed_fake(build_type="DEV", metrics_enabled=True) as fake:
         C = fake.C
         fake.plan("memory_hit", duration_s=7.0)  # compiled earlier in this process
         key = C.compile_graph("cd" * 32, b"ir", False)
@@ -170,7 +170,7 @@ def test_eager_ops_add_cache_keys_in_the_real_format(clean_env, monkeypatch):
     a, b = torch.ones(2, 3), torch.ones(2, 3)
     assert keys.eager_python_key("aten::add.Tensor", a, b, kwargs={"alpha": 1}) == \
         "aten::add.Tensor_t0_(2, 3)_torch.float32_t1_(2, 3)_torch.float32_alpha_int"
-    with installed_fake(metrics_enabled=True) as fake:
+    with installed_fake(build_type="DEV", metrics_enabled=True) as fake:
         C = fake.C
         key = fake.run_eager_op("aten::mul.Tensor", a, 2.0)
         assert key == "aten::mul.Tensor_t0_(2, 3)_torch.float32_s1_float" + EAGER_EXT
@@ -186,20 +186,20 @@ def test_eager_ops_add_cache_keys_in_the_real_format(clean_env, monkeypatch):
         assert C._neuron_counter_value("CompilationCache.InMemoryHits") == 1
         assert C._neuron_counter_value("CompilationCache.TotalCompilations") == 2
         assert fake.module.get_executed_ops() == ["aten::mul.Tensor"]
-    with installed_fake(launch_blocking=True) as fake:  # sync mode: the Python path only
+    with installed_fake(build_type="DEV", launch_blocking=True) as fake:  # sync mode: the Python path only
         fake.run_eager_op("aten::mul.Tensor", a, 2.0)
         assert fake.C._get_all_cache_keys() == set() and len(fake.python_cache) == 1
 
 
 def test_metrics_module_follows_the_env_flag_and_keeps_names(clean_env, monkeypatch):
-    with installed_fake() as fake:
+    with installed_fake(build_type="DEV") as fake:
         import torch_neuronx.metrics as met
 
         fake.run_eager_op("aten::relu", torch.ones(2))
         fake.module.synchronize()
         assert met.is_enabled() is False and met.get_counter_names() == []
     monkeypatch.setenv("TORCH_NEURONX_METRICS_ENABLED", "yes")
-    with installed_fake(compile_duration_s=0.25) as fake:
+    with installed_fake(build_type="DEV", compile_duration_s=0.25) as fake:
         import torch_neuronx.metrics as met
 
         fake.run_eager_op("aten::relu", torch.ones(2))

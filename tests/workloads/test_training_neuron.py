@@ -40,7 +40,7 @@ def train(tmp_path, fake, steps: int, rec: nk.CompileRecorder, **extra) -> Syncs
 
 
 def test_the_backward_build_lands_on_the_step_that_built_it(clean_env, tmp_path):
-    with installed_fake() as fake:
+    with installed_fake(build_type="DEV") as fake:
         fake.plan("compiled", duration_s=100.0)      # the forward graph's NEFF
         fake.plan("compiled", duration_s=300.0)      # the backward graph's, at the first backward
         with nk.CompileRecorder() as rec:
@@ -78,7 +78,7 @@ def test_a_logging_step_is_where_kernels_are_read_after_a_synchronize(clean_env,
 
 
 def test_the_logged_compile_seconds_include_the_neff_builds(clean_env, tmp_path):
-    with installed_fake() as fake:
+    with installed_fake(build_type="DEV") as fake:
         fake.plan("compiled", duration_s=100.0)
         fake.plan("compiled", duration_s=300.0)
         with nk.CompileRecorder() as rec:
