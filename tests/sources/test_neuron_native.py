@@ -274,7 +274,7 @@ def test_advice_names_neff_builds_cache_hits_and_kernels():
     found = {a.title.split(" ")[0] + " " + a.title.split(" ")[1]: a for a in nk.diagnose(events)}
     neff = next(a for a in found.values() if a.title.startswith("NEFF builds"))
     assert neff.numbers == {"neff_s": 90.0, "built": 1, "disk_hits": 1, "memory_hits": 0,
-                            "dynamo_s": 3.5, "backward_built": 0}
+                            "dynamo_s": 3.5, "backward_built": 0, "waited": 0}
     assert neff.severity == "warning" and "TORCH_NEURONX_NEFF_CACHE_DIR" in neff.fix
     measured = next(a for a in found.values() if a.title.startswith("3 eager kernel(s) compiled"))
     assert measured.numbers["ops"] == {"aten::add.Tensor": 2, "aten::mm": 1}
