@@ -151,3 +151,41 @@ def test_a_worker_on_its_own_thread_builds_without_a_sync_and_is_counted_once(cl
     assert rec.events[0].neff_cache == "compiled" and rec.events[0].neff_compile_s == 12.0
     kernels = [e for e in rec.events if e.kind == "kernels"]
     assert [(e.kernels, e.duration_s) for e in kernels] == [(1, 1.5)]
+
+
+def test_under_neuronkit_record_a_job_sets_its_cache_folder_after_import_torch(
+        clean_env, tmp_path, monkeypatch):
+    import atexit
+
+    from neuronkit.apps import record_process
+
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "tmp-default"))
+    with installed_fake(use_disk=True, build_type="DEV") as fake:
+        recorder = record_process.start(tmp_path / "logs")  # what the startup hook runs
+        atexit.unregister(record_process._stop)
+        try:
+            assert recorder is not None and fake.manager_created_by is None
+            monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "fsx"))
+            compiled()(torch.ones(3))
+        finally:
+            recorder.stop()
+    assert fake.configured_cache_dir == tmp_path / "fsx" and neff_files(tmp_path / "fsx")
+    assert recorder.events[0].neff_cache == "compiled"
+
+
+def test_the_report_says_once_what_sync_mode_cannot_show(clean_env):
+    with installed_fake() as fake:
+        with nk.CompileRecorder() as rec:
+            for n in (2, 3):
+                fake.run_eager_op("aten::add.Tensor", torch.ones(n), torch.ones(n))
+                compiled()(torch.ones(n))
+                rec.safe_point()
+    said = [a for a in nk.diagnose(rec.events) if "sync mode" in a.title]
+    assert len(said) == 1
+    assert "build times are not recorded" in said[0].detail
+    assert "inside Dynamo's compile time" in said[0].detail
+    with installed_fake(build_type="DEV") as fake:
+        with nk.CompileRecorder() as rec:
+            fake.run_eager_op("aten::add.Tensor", torch.ones(2), torch.ones(2))
+            compiled()(torch.ones(2))
+    assert not [a for a in nk.diagnose(rec.events) if "sync mode" in a.title]
