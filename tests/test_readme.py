@@ -110,3 +110,11 @@ def test_readme_links_every_docs_page():
     linked = {(README.parent / t.partition("#")[0]).resolve() for t in _links(README)}
     missing = [p.name for p in DOCS.glob("*.md") if p.resolve() not in linked]
     assert not missing, f"docs pages README.md does not link: {missing}"
+
+
+def test_readme_says_how_a_stock_pip_gets_the_pinned_cpu_torch():
+    pinned = next(line.split("==")[1].split()[0] for line in
+                  (ROOT / "constraints.txt").read_text().splitlines() if line.startswith("torch=="))
+    text = " ".join(README.read_text().split())
+    assert (f"pip install torch=={pinned} --index-url https://download.pytorch.org/whl/cpu"
+            in text)
