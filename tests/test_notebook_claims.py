@@ -4,6 +4,7 @@ the wall, no projection) and a labelled projection elsewhere; notebooks 01 and 0
 conclusion about Trainium from numbers that were assumed or synthetic."""
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import re
@@ -116,10 +117,10 @@ def _outputs(number: str, cell_id: str) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
 
 
-def test_notebooks_05_to_08_choose_their_model_one_way():
+def test_notebooks_05_to_07_choose_their_model_one_way():
     """``MODEL = "Qwen/Qwen3-0.6B"`` and ``nk.model_or_tiny(MODEL)``, whose note says when the
-    embedded tiny model stands in."""
-    for number in ("05", "06", "07", "08"):
+    embedded tiny model stands in (notebook 08 loads no model: it records the reader's own job)."""
+    for number in ("05", "06", "07"):
         code = "\n".join(c.source for c in _notebook(number).cells if c.cell_type == "code")
         assert 'MODEL = "Qwen/Qwen3-0.6B"' in code and "nk.model_or_tiny(MODEL)" in code, number
         assert "print(choice.note)" in code, number
@@ -139,6 +140,43 @@ def test_notebook_05_says_its_2x2_cells_run_the_plain_loop():
     assert '"--trainer"' in inspect.getsource(distributed_training.main)  # the flag exists
     on_trainium = prose.split("On Trainium, run this", 1)[1]
     assert "add `\"--trainer\"`" in on_trainium and "not run on hardware" in on_trainium
+
+
+def _code_cells(number: str) -> list:
+    return [c for c in _notebook(number).cells if c.cell_type == "code"]
+
+
+def test_notebook_05_records_a_torchrun_job_and_stores_what_watch_and_report_say():
+    """It leads with ``neuronkit record -- torchrun ...`` (each job sized for Trainium: one
+    NeuronCore per worker), then stores the text of ``neuronkit watch`` and ``neuronkit report``,
+    then the rank groups. A live widget stored nothing (refresh.py drops widget views)."""
+    cells = _code_cells("05")
+    code = _code("05")
+    assert "RecompileDashboard" not in code and "nk.launch(" not in code
+    jobs = [i for i, c in enumerate(cells) if "torchrun" in c.source and "Popen(" in c.source]
+    assert jobs and '"neuronkit", "record", "--log-dir", "logs", "--",' in cells[jobs[0]].source
+    assert "env={**os.environ, **workers_env}" in cells[jobs[0]].source
+    assert '{"NEURON_RT_VISIBLE_CORES": "", "NEURON_RT_NUM_CORES": "1"}' in code
+    order = {cid: i for i, c in enumerate(cells) for cid in [c.get("id")]}
+    assert order["watch-fsdp"] < order["6680bc0f"] < order["d3b10dbc"]  # watch, report, groups
+    watch = _outputs("05", "watch-fsdp")
+    assert watch.startswith("neuronkit watch logs\n") and "Ranks" in watch and "Advice" in watch
+    report = _outputs("05", "6680bc0f")
+    assert report.startswith("neuronkit compile report: device ")
+    assert "Per function" in report and "graph breaks:" in report
+    assert "tp group [0, 1] (fsdp shard 0): 17 graphs each" in _outputs("05", "d3b10dbc")
+    for cell in cells:
+        kinds = [k for o in cell.outputs for k in o.get("data", {})]
+        assert "application/vnd.jupyter.widget-view+json" not in kinds, cell.get("id")
+        assert cell.outputs, f"cell {cell.get('id')} stores nothing"
+    [chart] = [c for c in cells if "timeline(" in c.source]
+    assert any("image/png" in o.get("data", {}) for o in chart.outputs)
+
+
+def test_notebook_05_prints_no_bare_label():
+    """A printed label is followed by what it labels ("the run: (groups from ...)" said nothing)."""
+    for line in _all_outputs("05").splitlines():
+        assert not re.match(r"[\w' ]+: \(", line), line
 
 
 def test_notebook_06_tells_the_sample_and_the_limit_as_they_are():
@@ -170,6 +208,72 @@ def test_notebook_08_names_the_budget_of_a_new_serving_process():
     assert "`max_neff_builds=0`" in prose and "neuronkit.examples.serve_plan" in prose
 
 
+def _pictures(cell: nbformat.NotebookNode) -> list[bytes]:
+    return [base64.b64decode(o["data"]["image/png"]) for o in cell.get("outputs", [])
+            if "image/png" in o.get("data", {})]
+
+
+def test_notebook_06_keeps_a_picture_of_each_dashboard_state():
+    """A widget draws only in a running kernel (not on GitHub, nor on Binder before the notebook
+    runs): each cell that changes what the dashboard shows (a generate, a sweep, a comparison, a
+    replay) stores the chart it shows then as a picture, in itself or in the cell after it, and
+    the pictures of the whole widget that the prose embeds are in the repository."""
+    cells = [c for c in _notebook("06").cells if c.cell_type == "code"]
+    changes = re.compile(r"\bdash\.(?:generate|sweep)\(|\.compare\(|\.from_log\(")
+    steps = [i for i, c in enumerate(cells) if changes.search(c.source)]
+    assert len(steps) >= 5, "load and generate, two sweeps, a comparison, a replay"
+    for i in steps:
+        pictures = [p for c in cells[i:i + 2] for p in _pictures(c)]
+        assert pictures, f"06 cell {cells[i].get('id')}: no picture of the dashboard's state"
+        assert all(p.startswith(b"\x89PNG") and len(p) > 5000 for p in pictures)
+    embedded = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", _prose("06"))
+    assert "images/06_dashboard_live.png" in embedded
+    assert "images/06_dashboard_replay.png" in embedded
+    for path in embedded:
+        picture = (ROOT / "notebooks" / path).resolve()
+        assert picture.is_file() and picture.read_bytes().startswith(b"\x89PNG"), path
+
+
+def test_notebook_08_records_an_unchanged_script_and_reads_the_latest_run():
+    """Bring your own job: a script that knows nothing of neuronkit, recorded as it is; its report
+    read with no path (the latest run); the fix the advice names, applied; a rerun that passes
+    the budget the first run failed."""
+    from neuronkit.apps.record import default_log_dir
+
+    code = {c.get("id"): c.source for c in _notebook("08").cells if c.cell_type == "code"}
+    script = code["write-script"]
+    assert script.startswith("%%writefile train.py") and "neuronkit" not in script
+    assert "torch.compile(" in script and "pad_sequence(rows, batch_first=True)" in script
+    assert code["record-1"] == code["record-2"] == 'run("neuronkit record -- python train.py")'
+    assert code["report-1"] == 'run("neuronkit report")'
+    # the run folders' names, <date>-<time>, are what the notebook's helper hides in its output
+    assert re.fullmatch(r"\d{8}-\d{6}", default_log_dir().name)
+    assert r'DATED = re.compile(r"\b\d{8}-\d{6}\b")' in code["setup"]
+    assert "1 log(s) in neuronkit-logs/<date>-<time>" in _outputs("08", "record-1")
+    report = _outputs("08", "report-1")
+    assert "no path given: reading the latest run, neuronkit-logs/<date>-<time>" in report
+    assert "[warning] forward: tokens dim 1 took 7 values" in report
+    [length] = re.findall(r"fix: pad to one length, (\d+):", report)
+    assert f"LENGTH = {length}" in code["fix"] and f"length, {length} (" in _prose("08")
+    rerun = _outputs("08", "record-2")
+    assert rerun.count(f"batch (4, {length})") == 7 and "exit code: 0" in rerun
+    budget = _outputs("08", "budget")
+    assert "--fail-on warning" in code["budget"]
+    assert re.findall(r"exit code: (\d+)", budget) == ["3", "0"], budget
+    assert "compiled 1 graph instead of 7" in _outputs("08", "compare")
+
+
+def test_notebook_08_keeps_the_logs_it_tells_the_reader_to_keep():
+    """The notebook deleted the log it had just told the reader to keep: it deletes nothing now,
+    and says where the runs are."""
+    code = _code("08")
+    for deleting in ("unlink(", "rmtree(", "remove(", "rm "):
+        assert deleting not in code, deleting
+    prose = _prose("08")
+    assert "Nothing here deletes them" in prose and "`neuronkit-logs/`" in prose
+    assert _outputs("08", "keep").count("<date>-<time>") == 2   # both runs are there
+
+
 def _code(number: str) -> str:
     return "\n".join(c.source for c in _notebook(number).cells if c.cell_type == "code")
 
@@ -190,17 +294,95 @@ def test_notebooks_02_to_04_choose_their_model_at_the_top_of_their_first_code_ce
         assert "_compile_all_devices" not in code, number
 
 
-def test_notebook_01_catches_the_missing_device_and_ends_with_a_trn2_setup():
+TRN2_SETUP = "## On Trainium: set up first"
+
+
+def test_notebook_01_catches_the_missing_device_and_starts_with_a_trn2_setup():
     cell = [c for c in _notebook("01").cells if c.get("id") == "cell-10"][0]
     assert "raises-exception" not in cell.metadata.get("tags", [])
     assert _outputs("01", "cell-10").startswith("NeuronNotFoundError: device 'neuron' asked for")
-    on_trainium = _prose("01").split("On Trainium, run this", 1)[1]
+    cells = _notebook("01").cells
+    setup = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and TRN2_SETUP in c.source)
+    first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
+    assert setup < first_code, "the trn2 setup comes before the CPU walkthrough"
+    on_trainium = _prose("01").split(TRN2_SETUP, 1)[1].split("## What torch-neuronx registers", 1)[0]
     for step in ("pip install --dry-run -e \".[notebooks]\"", "**without** `-c constraints.txt`",
                  "neuronkit doctor", "export TORCH_NEURONX_NEFF_CACHE_DIR=$HOME/neff-cache",
                  "jupyter lab --no-browser --port 8888",
                  "ssh -N -L 8888:localhost:8888 ubuntu@<instance>", "HF_TOKEN",
                  "(../docs/trainium.md)"):
         assert step in on_trainium, step
+
+
+def test_notebook_01_says_one_process_owns_a_neuroncore():
+    setup = _prose("01").split(TRN2_SETUP, 1)[1].split("## What torch-neuronx registers", 1)[0]
+    assert "NEURON_RT_VISIBLE_CORES" in setup and "NEURON_RT_NUM_CORES" in setup
+    assert "torchrun" in setup and "restart" in setup.lower()
+    anchor = "neuroncores-belong-to-one-process"
+    assert f"(../docs/trainium.md#{anchor})" in setup
+    docs = (ROOT / "docs" / "trainium.md").read_text()
+    assert "\n## NeuronCores belong to one process\n" in docs, "the linked section"
+
+
+def test_notebooks_02_to_04_point_to_the_setup_where_it_is():
+    for number in ("02", "03", "04"):
+        prose = _prose(number)
+        assert "(01_check_your_setup.ipynb)'s last section" not in prose, number
+        assert "(01_check_your_setup.ipynb)'s first section" in prose, number
+
+
+def _chart_cells(number: str) -> list:
+    return [c for c in _notebook(number).cells
+            if c.cell_type == "code" and "timeline(" in c.source]
+
+
+def test_notebooks_03_and_04_store_the_charts_they_describe():
+    """A chart drawn under a non-interactive backend (CI's MPLBACKEND=Agg) or shown only in a
+    widget (refresh.py drops widget views) is not in the notebook: the prose would describe
+    nothing. Each chart cell stores a picture."""
+    for number in ("03", "04"):
+        cells = _chart_cells(number)
+        assert cells, number
+        for cell in cells:
+            kinds = [k for o in cell.outputs for k in o.get("data", {})]
+            assert "image/png" in kinds, f"{number} cell {cell.get('id')}: no stored figure"
+            assert "application/vnd.jupyter.widget-view+json" not in kinds, number
+
+
+def test_notebook_02_shows_plain_generate_recompiling_before_nk_generate():
+    cells = _notebook("02").cells
+    [at] = [i for i, c in enumerate(cells) if c.cell_type == "code" and "for prompt in" in c.source
+            and ".generate(" in c.source and "nk.CompileRecorder()" in c.source]
+    code = cells[at].source
+    assert 'cache_implementation="static"' in code and "compile_config=" in code
+    assert "nk.generate(" not in code
+    first_nk_generate = next(i for i, c in enumerate(cells)
+                             if c.cell_type == "code" and "nk.generate(" in c.source)
+    assert at < first_nk_generate
+    out = _outputs("02", cells[at].get("id"))
+    rows = [line for line in out.splitlines() if line[:1].isdigit()]  # the event table's rows
+    assert [row.split()[3] for row in rows] == ["first", "recompile"], out
+    assert "keys dim 2:" in rows[1], out   # the static cache's length, which follows the prompt's
+
+
+def test_plain_generate_keeps_its_longest_static_cache_as_notebooks_02_and_03_say(model, tok):
+    """transformers sizes generate()'s static cache for the prompt plus ``max_new_tokens`` and
+    keeps the longest length it used on a model (``_prepare_static_cache``): a shorter prompt
+    reuses the cache and its graph, only a longer one recompiles. Notebook 03 said that plain
+    ``model.generate`` compiled a decode graph for every new prompt length."""
+    def cache_length(prompt: str) -> int:
+        inputs = tok(prompt, return_tensors="pt")
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=2, disable_compile=True,
+                             cache_implementation="static", return_dict_in_generate=True)
+        cache = out["cache"] if "cache" in out else out["past_key_values"]
+        return cache.layers[0].keys.shape[2]
+
+    short = cache_length("one two")
+    longer = cache_length("one two three four five six seven eight nine ten")
+    assert longer > short and cache_length("one two") == longer
+    prose = _prose("03")
+    assert "a decode graph for each of the first eight cache lengths" not in prose
+    assert "a prompt longer than any before" in prose and "longer than any before" in _prose("02")
 
 
 def test_notebook_03_says_what_the_recompile_limit_does_with_and_without_nk_generate():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from neuronkit.advice.excerpts import cut_long
 from neuronkit.advice.finding import Advice
 from neuronkit.advice.shapes import per_rank
 from neuronkit.advice.wording import count
@@ -39,7 +40,7 @@ def on_ranks(events: list[CompileEvent], ranks: list[int]) -> tuple[int, str, di
 
 def why(e: CompileEvent) -> str:
     """A failed compile's reason: the recorder's, else the first line of torch's message."""
-    text = e.reasons[0] if e.reasons else str(_dynamo(e).get("fail_reason") or "")
+    text = cut_long(e.reasons[0] if e.reasons else str(_dynamo(e).get("fail_reason") or ""))
     return text.strip().splitlines()[0] if text.strip() else "no reason recorded"
 
 
@@ -55,7 +56,7 @@ def is_graph_break(e: CompileEvent) -> bool:
         return True
     dynamo = _dynamo(e)
     return (e.kind == "failed" and dynamo.get("fail_type") == "Unsupported"
-            and limit_failure(dynamo.get("fail_type"), dynamo.get("fail_reason")) is None)
+            and limit_failure(dynamo.get("fail_type"), cut_long(dynamo.get("fail_reason"))) is None)
 
 
 def failure_findings(function: str, events: list[CompileEvent], ranks: list[int]) -> list[Advice]:
@@ -93,9 +94,10 @@ def _break_cause(e: CompileEvent) -> tuple[str, str, str, bool]:
     (a ``failed`` compile) are read from torch's message."""
     info = e.metrics.get("graph_break") if isinstance(e.metrics, dict) else None
     if isinstance(info, dict) and info.get("cause"):
-        return (str(info["cause"]), str(info.get("cause_text") or info["cause"]),
-                str(info.get("where") or e.location), bool(info.get("resumed")))
-    cause, words = break_cause(why(e), str(_dynamo(e).get("fail_reason") or ""), e.location)
+        return (cut_long(str(info["cause"])), cut_long(str(info.get("cause_text") or info["cause"])),
+                cut_long(str(info.get("where") or e.location)), bool(info.get("resumed")))
+    cause, words = break_cause(why(e), cut_long(str(_dynamo(e).get("fail_reason") or "")),
+                               e.location)
     return cause, words, e.location, False
 
 

@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 
 from neuronkit.advice.breaks import failure_findings, graph_break_findings
 from neuronkit.advice.buckets import BucketPrice, bucket_multiple
+from neuronkit.advice.excerpts import bounded_events
 from neuronkit.advice.finding import SEVERITIES, Advice
 from neuronkit.advice.limits import limit_findings
 from neuronkit.advice.neuron import fallback_findings, kernel_findings, neff_findings, sync_mode_findings
@@ -56,8 +57,13 @@ def diagnose(log: CompileLog | Iterable[CompileEvent], *, multiple_of: int | Non
     its findings instead of being analysed again: a new event costs only its function's work.
 
     ``rank_groups``: the rank groups of a merged log's layout (``rank_groups(tp_size, fsdp_size)``):
-    a finding then says what each group's ranks compiled, a warning where they differ."""
-    events = as_events(log)
+    a finding then says what each group's ranks compiled, a warning where they differ.
+
+    A text field longer than any recorder writes (a broken or hostile log) is read by its start
+    and length (:func:`~neuronkit.advice.excerpts.bounded_events`): a finding quotes at most
+    that, and costs no more than for a short field."""
+    given = as_events(log)
+    events = bounded_events(given)  # a 20 MB reason is read, and quoted, by its start
     if not events:
         return [Advice("no compile events", "Nothing was compiled while recording: either no "
                        "torch.compile work ran, or every shape was already compiled.",
@@ -67,7 +73,8 @@ def diagnose(log: CompileLog | Iterable[CompileEvent], *, multiple_of: int | Non
         found = _diagnose(events, multiple_of, getattr(log, "wall_time_s", None),
                           {} if memo is None else memo, price)
     if rank_groups:
-        merged = log if isinstance(log, CompileLog) else CompileLog(events)
+        merged = (log if isinstance(log, CompileLog) and events is given
+                  else CompileLog(events, header=getattr(log, "header", None)))
         head = found[:-1] + group_findings(merged, rank_groups)  # the timing finding stays last
         head.sort(key=lambda a: SEVERITIES.index(a.severity))
         found = head + found[-1:]

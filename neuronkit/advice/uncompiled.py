@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from neuronkit.advice.excerpts import cut_long
 from neuronkit.advice.finding import Advice
 from neuronkit.advice.wording import count
 from neuronkit.events.event import CompileEvent
@@ -29,6 +30,11 @@ _FIXES = {
     "offload": "load the model on one device, without CPU or disk offload (nk.load_model does)",
     "dynamo_disabled": "unset TORCHDYNAMO_DISABLE, or set torch._dynamo.config.disable = False",
 }
+# On native Neuron each eager op is submitted as its own kernel, keyed by op name and tensor shapes
+# and dtypes (core/NeuronBindings.cpp:1280-1327, tn/kernels/base.py:103-160): a new shape builds one
+_PREFILL = (" An eager prefill runs every op of the forward at its prompt length, so each new "
+            "length builds a kernel per op (nk.generate(..., forecast_kernels=True) counts them "
+            "on CPU).")
 _FIX = ("run model.generate under a CompileRecorder with TORCH_LOGS=dynamo to see what torch did, "
         "and check transformers' GenerationMixin._valid_auto_compile_criteria and "
         "PreTrainedModel.get_compiled_call for this version")
@@ -39,7 +45,7 @@ def _cause(e: CompileEvent) -> tuple[str, str]:
     told = e.metrics[NOT_COMPILED]
     cause, reason = told.get("cause"), told.get("reason")
     return (cause if isinstance(cause, str) else "unknown",
-            reason if isinstance(reason, str) and reason else "no reason recorded")
+            cut_long(reason) if isinstance(reason, str) and reason else "no reason recorded")
 
 
 def uncompiled_findings(events: list[CompileEvent]) -> list[Advice]:
@@ -60,12 +66,13 @@ def uncompiled_findings(events: list[CompileEvent]) -> list[Advice]:
             calls[e.rank] += e.calls
         n = max(calls.values())
         on = f" on each of {len(calls)} ranks" if len(calls) > 1 else ""
+        prefill = any(isinstance(e.metrics, dict) and e.metrics.get("phase") == "prefill" for e in evs)
         found.append(Advice(
             f"{', '.join(names)}: ran eager, never compiled ({count(n, 'call')}{on})",
             f"The call was to compile, but {reason}. {count(n, 'forward call')} ran op by op, "
             "uncompiled, leaving no graph for torch to record. On Neuron that is the slow path "
             "that compiling avoids: every op builds a kernel for each new input shape and runs "
-            "on its own, unfused.",
+            "on its own, unfused." + (_PREFILL if prefill else ""),
             _FIXES.get(cause, _FIX), "critical",
             {"functions": names, "calls": n, "cause": cause, "reason": reason,
              "per_rank": dict(calls), "events": [e.seq for e in evs]}))

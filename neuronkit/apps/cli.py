@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
-from neuronkit.apps.cli_jobs import add_job_commands
+from neuronkit.apps.cli_jobs import add_job_commands, log_paths
 from neuronkit.safe import terminal_safe
 
 if TYPE_CHECKING:
@@ -51,8 +51,7 @@ def _stdout_gone() -> None:
 
 
 def _print(text: str) -> None:
-    """Print to stdout; a reader gone ends the printing, not the command (its files and its
-    exit code still come)."""
+    """Print to stdout; a reader gone ends the printing, not the command."""
     try:
         print(text)
         sys.stdout.flush()
@@ -78,10 +77,10 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
     if args.yes and not args.prune:
         raise ValueError("--yes confirms --prune; add --prune to remove leftovers")
-    if not args.prune:
-        report = inspect_cache(args.dir, layout=args.layout)
-        print(terminal_safe(report))
-        return 0 if report.exists else 2  # a missing folder: nothing to inspect
+    report = inspect_cache(args.dir, layout=args.layout)
+    if not args.prune or not report.exists:
+        print(terminal_safe(report))  # no default folder yet: no error; a named one: a typo
+        return 0 if report.exists or args.dir is None else EXIT_ERROR
     result = prune_cache(args.dir, layout=args.layout, dry_run=not args.yes)
     print(terminal_safe(result))
     return 1 if result.failed else 0
@@ -98,25 +97,6 @@ def _limit(text: str) -> int | None:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number of events >= 0 or 'all', got {text!r}")
     return value
-
-
-def _log_paths(args: Sequence[str]) -> list[Path]:
-    """The logs named (a pattern the shell left unexpanded is expanded here), each once; a
-    folder (per-rank logs, or torch trace files) counts as one log (``open_log``)."""
-    paths: list[Path] = []
-    for arg in args:
-        path = Path(arg)
-        if not path.exists() and glob.has_magic(arg):
-            matched = sorted(glob.glob(arg))
-            if not matched:
-                raise FileNotFoundError(f"no compile log matches {arg!r}")
-            paths += map(Path, matched)
-        else:
-            paths.append(path)
-    unique: dict[Path, Path] = {}
-    for path in paths:
-        unique.setdefault(path.resolve(), path)
-    return list(unique.values())
 
 
 def _load(paths: list[Path]) -> "CompileLog":
@@ -165,7 +145,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from neuronkit.views.text import format_report
     from neuronkit.views.text_layout import terminal_width
 
-    paths = _log_paths(args.logs)
+    paths = log_paths(args.logs)
     png = _output(args.png, paths, ".timeline.png")
     trace = _output(args.chrome_trace, paths, ".trace.json")
     log = _load(paths)
@@ -301,19 +281,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None,
                    help="model name or folder (default: the embedded tiny Qwen3)")
     p.add_argument("--requests", type=int, default=12, help="number of prompts of mixed lengths")
-    p.add_argument("--max-new-tokens", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=8, metavar="N",
+                   help="new tokens generated per prompt (default 8)")
     p.add_argument("--backend", default=None,
                    help="compile backend off Neuron (default: $NEURONKIT_CPU_BACKEND or eager)")
-    p.add_argument("--log-dir", default=None, help="where to write the compile logs (JSONL)")
+    p.add_argument("--log-dir", default=None, metavar="DIR",
+                   help="where to write the compile logs: DIR/naive.jsonl and DIR/bucketed.jsonl, "
+                        "two separate runs (default: a temporary folder)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser(
         "report", help="print the events, summary and advice of compile logs",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=REPORT_EPILOG + EXIT_CODES,
+        usage="%(prog)s [LOG [LOG ...]] [--limit N|all] [--json] [--fail-on warning|critical]\n"
+              "                        [--png PATH] [--chrome-trace PATH]",
         description="Print the compile report of one log, or of several merged in start-time\n"
-                    "order (one per rank: neuronkit report logs/*.jsonl).")
-    p.add_argument("logs", nargs="+", metavar="LOG",
-                   help="compile logs (JSONL) written by neuronkit; several are merged")
+                    "order (one per rank: neuronkit report logs/*.jsonl). With no LOG: the latest\n"
+                    "run under ./neuronkit-logs (neuronkit record's) or ./compile-log.jsonl,\n"
+                    "whichever is newer; a line on stderr says which.")
+    p.add_argument("logs", nargs="*", metavar="LOG",
+                   help="compile logs (JSONL) written by neuronkit, several merged; or a folder: "
+                        "one run (per-rank *.rank<N>.jsonl, neuronkit record's *.pid<P>.jsonl, "
+                        "torch trace files, or a single *.jsonl); a folder of runs "
+                        "(neuronkit-logs) means its latest run. A folder of separate logs "
+                        "(neuronkit demo --log-dir's) is listed: name one")
     p.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
                    help=f"show the N most recent events, or 'all' (default {DEFAULT_LIMIT}); "
                         "the summary and advice always cover every event")
@@ -330,7 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "in it)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("cache", help="summarise a Neuron compile cache folder; --prune cleans it")
+    p = sub.add_parser("cache", help="summarise a Neuron compile cache folder; --prune cleans it",
+                       epilog="A default folder not made yet (nothing compiled for Neuron here) is "
+                              "said, exit 0; a DIR named that does not exist is exit 2.")
     p.add_argument("dir", nargs="?", default=None,
                    help="cache folder (default: native $TORCH_NEURONX_NEFF_CACHE_DIR or "
                         "/tmp/neff_cache; legacy from NEURON_CC_FLAGS or "
@@ -369,10 +362,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warning_printer(command: str) -> Callable[..., None]:
+    """``warnings.showwarning`` for a command: neuronkit's log warnings (``LogWarning``, whose
+    message names its file) print as ``neuronkit COMMAND: warning: ...``, without Python's
+    ``file:line: Category:`` and source line; other warnings as Python prints them."""
+    from neuronkit.events.schema import LogWarning
+
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if issubclass(category, LogWarning):
+            print(terminal_safe(f"neuronkit {command}: warning: {message}"), file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code = int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_printer(args.command)
+            code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, not at exit: a reader gone is seen below
         return code
     except BrokenPipeError:  # `neuronkit ... | head -1`: the reader has what it wanted

@@ -1,14 +1,17 @@
 """The command line's job commands: ``neuronkit record`` (record any command's Python processes,
-unchanged) and ``neuronkit watch`` (follow a run folder live in the terminal)."""
+unchanged) and ``neuronkit watch`` (follow a run folder live in the terminal); and which logs a
+command reads (``log_paths``: no path is the latest run, ``log.runs.choose``)."""
 from __future__ import annotations
 
 import argparse
+import glob
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 from neuronkit.safe import terminal_safe
 
-__all__ = ["add_job_commands"]
+__all__ = ["add_job_commands", "log_paths"]
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -32,6 +35,35 @@ def cmd_record(args: argparse.Namespace) -> int:
               "neuronkit record -- torchrun --nproc_per_node=2 train.py", file=sys.stderr)
         return 2
     return record(command, args.log_dir)
+
+
+def log_paths(args: Sequence[str], command: str = "report") -> list[Path]:
+    """The logs named (a pattern the shell left unexpanded is expanded here), each once; a
+    folder that is one run counts as one log (``open_log``), a folder of runs as its latest run,
+    no path as the latest run here (``log.runs.choose``: it says which, on stderr)."""
+    from neuronkit.log.runs import choose
+
+    paths: list[Path] = []
+    named: Sequence[str | None] = args or [None]
+    for arg in named:
+        if arg is None or Path(arg).is_dir():
+            chosen = choose(arg, command=command)
+            if chosen.note:
+                print(terminal_safe(f"neuronkit {command}: {chosen.note}"), file=sys.stderr)
+            paths.append(chosen.path)
+            continue
+        path = Path(arg)
+        if not path.exists() and glob.has_magic(arg):
+            matched = sorted(glob.glob(arg))
+            if not matched:
+                raise FileNotFoundError(f"no compile log matches {arg!r}")
+            paths += map(Path, matched)
+        else:
+            paths.append(path)
+    unique: dict[Path, Path] = {}
+    for path in paths:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
 
 
 def _seconds(text: str) -> float:
@@ -60,7 +92,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                            "pip install rich") from exc
     from neuronkit.apps.watch import watch
 
-    return watch(args.dir, interval=args.interval, once=args.once, events=args.events)
+    [path] = log_paths([args.dir] if args.dir is not None else [], "watch")
+    return watch(path, interval=args.interval, once=args.once, events=args.events)
 
 
 def add_job_commands(sub: Any) -> None:
@@ -86,8 +119,12 @@ def add_job_commands(sub: Any) -> None:
                     "whether its log is open; the latest events with their reasons; the top "
                     "advice. Ends with the report of `neuronkit report DIR` once every log is "
                     "closed, or at Ctrl-C (exit 0). A log holds finished compiles only: what a "
-                    "rank compiles now is not in it.")
-    p.add_argument("dir", metavar="DIR", help="the run's log folder (or one log file)")
+                    "rank compiles now is not in it. With no DIR: the latest run under "
+                    "./neuronkit-logs (or ./compile-log.jsonl, whichever is newer).")
+    p.add_argument("dir", nargs="?", default=None, metavar="DIR",
+                   help="the run's log folder, or one log file; a folder of runs "
+                        "(neuronkit-logs) means its latest run; a folder of separate logs is "
+                        "listed: name one (default: the latest run here)")
     p.add_argument("--interval", type=_seconds, default=1.0, metavar="S",
                    help="seconds between refreshes (default 1)")
     p.add_argument("--events", type=_count, default=10, metavar="N",

@@ -18,14 +18,30 @@ import time
 from pathlib import Path
 
 from neuronkit.apps.autorecord import ENV, PTH_LINE, PTH_NAME, SITECUSTOMIZE
+from neuronkit.log.runs import RUNS_DIR
 from neuronkit.safe import terminal_safe
 
 __all__ = ["default_log_dir", "hook_path", "install_hook", "record", "remove_hook"]
 
 
-def default_log_dir() -> Path:
-    """``neuronkit-logs/<date>-<time>`` under the current folder."""
-    return Path("neuronkit-logs") / time.strftime("%Y%m%d-%H%M%S")
+def default_log_dir(n: int = 1) -> Path:
+    """``neuronkit-logs/<date>-<time>`` under the current folder (``-<n>`` after it for the n-th
+    run started in the same second); ``neuronkit report`` with no path reads the latest run."""
+    name = time.strftime("%Y%m%d-%H%M%S") + (f"-{n}" if n > 1 else "")
+    return Path(RUNS_DIR) / name
+
+
+def _new_run_dir() -> Path:
+    """A run folder of its own: two runs started in the same second never share one."""
+    for n in range(1, 1000):
+        path = default_log_dir(n)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free run folder name under {RUNS_DIR}: pass --log-dir DIR")
 
 
 def hook_path() -> Path:
@@ -61,7 +77,7 @@ def record(command: list[str], log_dir: str | os.PathLike[str] | None = None) ->
     ended it: 128 + the signal, as a shell says)."""
     if not command:
         raise ValueError("neuronkit record needs a command: neuronkit record -- python train.py")
-    folder = Path(log_dir) if log_dir is not None else default_log_dir()
+    folder = Path(log_dir) if log_dir is not None else _new_run_dir()
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="neuronkit-record-") as site:
         Path(site, "sitecustomize.py").write_text(SITECUSTOMIZE)
@@ -77,7 +93,13 @@ def record(command: list[str], log_dir: str | os.PathLike[str] | None = None) ->
         finally:
             signal.signal(signal.SIGINT, previous)
     logs = sorted(folder.glob("*.jsonl"))
-    print(terminal_safe(f"neuronkit record: {len(logs)} log(s) in {folder}. View them: "
-                        f"neuronkit report {folder} | neuronkit watch {folder} | "
-                        f"RecompileDashboard.follow({str(folder)!r})"), file=sys.stderr)
+    if not logs:
+        print(terminal_safe(f"neuronkit record: no compile recorded in {folder}: no Python "
+                            "process of the command compiled a graph (torch.compile) before it "
+                            "ended"), file=sys.stderr)
+    else:
+        view = "neuronkit report" + ("" if log_dir is None else f" {folder}")
+        print(terminal_safe(f"neuronkit record: {len(logs)} log(s) in {folder}. View them: "
+                            f"{view} | neuronkit watch {folder} | "
+                            f"RecompileDashboard.follow({str(folder)!r})"), file=sys.stderr)
     return code if code >= 0 else 128 - code

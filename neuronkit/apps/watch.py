@@ -249,9 +249,9 @@ class _Frames:
 
 
 def final_report(follower: Follower, width: int = WIDTH) -> str:
-    """What ``neuronkit report PATH`` prints for the watched path; where the path does not open
-    as one log (a folder of logs not named ``*.rank<N>.jsonl``), the report of the follower's.
-    ``width``: its event table's."""
+    """What ``neuronkit report PATH`` prints for the watched path (the follower reads the files
+    ``open_log`` reads: ``log.runs``); where it cannot be opened whole now, the report of what
+    the follower read. ``width``: its event table's."""
     try:
         log = open_log(follower.path)
     except (OSError, ValueError):

@@ -17,6 +17,10 @@ to the year 2286, or any clock); counts (``seq``, ``rank``, ``graph_count``, ``c
 double, and so JSON in a browser, holds exactly); inside ``metrics`` lists and objects nested at
 most ``MAX_DEPTH`` (8) deep, integers of 64 bits and finite numbers. Version 1 logs (no update
 lines, no Neuron fields) still load.
+
+A line that is no event (a field missing or of the wrong JSON type, an unknown ``kind``, a bad
+``seq``) is skipped; a well-formed event with a value out of its bounds is kept with that value
+dropped (:func:`repair_event`): one absurd number does not hide a compile.
 """
 from __future__ import annotations
 
@@ -29,9 +33,9 @@ import msgspec
 from neuronkit.events.event import KINDS, NEFF_CACHE_STATES, UPDATABLE, EventKind
 
 __all__ = ["EVENT_LINE_START", "FORMAT", "FORMAT_VERSION", "MAX_COUNT", "MAX_DEPTH", "MAX_SECONDS",
-           "MAX_TIME", "REQUIRED", "EventLine", "LogFolderError", "LogFormatError",
-           "decode_event_lines", "event_problem", "explain_event", "show", "update_problem",
-           "wall_problem", "clock_problem"]
+           "MAX_TIME", "REQUIRED", "EventLine", "LogFolderError", "LogFormatError", "LogWarning",
+           "decode_event_lines", "event_problem", "explain_event", "repair_event", "show",
+           "update_problem", "wall_problem", "clock_problem"]
 
 FORMAT = "neuronkit-compile-log"
 FORMAT_VERSION = 3  # 2: update lines, kinds "kernels" and "graph_break", neff_* / kernels / ops
@@ -52,6 +56,11 @@ class LogFormatError(ValueError):
 
 class LogFolderError(IsADirectoryError, LogFormatError):
     """A folder was given where a compile log file belongs."""
+
+
+class LogWarning(UserWarning):
+    """A log read with lines skipped or values dropped (one per file): its message stands alone
+    (it names the file), so a command line can print it without Python's source line."""
 
 
 _NUMBER = (int, float)
@@ -172,21 +181,6 @@ def _metrics_problem(metrics: dict[str, Any]) -> str | None:
     return None
 
 
-def _numbers_problem(data: dict[str, Any]) -> str | None:
-    """The first count, start time or seconds of a well-typed event line out of its bounds."""
-    for name in _COUNTS:
-        problem = _count_problem(f"{name}:", data.get(name, 0))
-        if problem:
-            return problem
-    start = data.get("started_at", 0)
-    if not -_INF < start < _INF:
-        return f"started_at: expected a finite time, got {show(start)}"
-    if not -MAX_TIME <= start <= MAX_TIME:
-        return f"started_at: expected a time within ±{MAX_TIME:g} s, got {show(start)}"
-    return (_seconds_problem("duration_s", data.get("duration_s", 0))
-            or _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True))
-
-
 def event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
     """What is wrong with an event line, or None. ``checked``: the (keys, types) signatures seen
     well typed, so the usual line costs one set lookup and one expression; a line that fails
@@ -219,6 +213,29 @@ def event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
 
 def explain_event(data: dict[str, Any]) -> str | None:
     """The first thing wrong with an event line, field by field (None: nothing)."""
+    problem = _form_problem(data)
+    if problem is None:
+        bad = _bad_values(dict(data))  # a copy: nested values are replaced, never changed
+        problem = bad[0][1] if bad else None
+    return problem
+
+
+def repair_event(data: dict[str, Any]) -> tuple[str | None, list[tuple[str, str]]]:
+    """An event line that failed :func:`event_problem`, looked at again: (what makes it no event,
+    else None; its values out of bounds as (field, why), dropped from ``data``: a number reset
+    to its field's default, a size to ``"?"``, an op count or a metric removed). The line is an
+    event only when the repaired ``data`` passes every check."""
+    problem = _form_problem(data)
+    if problem is not None:
+        return problem, []
+    bad = _bad_values(data)
+    return explain_event(data), bad
+
+
+def _form_problem(data: dict[str, Any]) -> str | None:
+    """What makes a line no event: a required field missing, a field of the wrong JSON type, an
+    unknown kind, a bad ``seq`` (what update lines name), sizes, reasons or op counts of the
+    wrong type (None: an event, whose values :func:`_bad_values` bounds)."""
     missing = [name for name in REQUIRED if name not in data]
     if missing:
         return "missing " + ", ".join(missing)
@@ -228,24 +245,64 @@ def explain_event(data: dict[str, Any]) -> str | None:
             return f"{name}: expected {_WORDS[allowed]}, got {show(value)}"
     if data.get("kind", "first") not in _KIND_SET:
         return f"kind: expected one of {', '.join(KINDS)}, got {show(data['kind'])}"
-    problem = _numbers_problem(data)
+    problem = _count_problem("seq:", data["seq"])
     if problem:
         return problem
-    cache = data.get("neff_cache")
-    if cache is not None and cache not in _CACHE_SET:
-        return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {show(cache)}"
     for name, dims in data.get("input_shapes", {}).items():
-        if type(dims) is not list or not all(
-                type(d) is str or (type(d) is int and 0 <= d <= MAX_COUNT) for d in dims):
+        if type(dims) is not list or not all(type(d) is str or type(d) is int for d in dims):
             return f"input_shapes: {name!r} expected a list of sizes, got {show(dims)}"
     if not _STR_TYPE.issuperset(map(type, data.get("reasons", ()))):
         return f"reasons: expected a list of strings, got {show(data['reasons'])}"
     for op, n in data.get("ops", {}).items():
-        problem = (f"ops: {op!r} expected an integer >= 0, got {show(n)}" if type(n) is not int
-                   else _count_problem(f"ops: {op!r}", n))
+        if type(n) is not int:
+            return f"ops: {op!r} expected an integer >= 0, got {show(n)}"
+    return None
+
+
+def _bad_values(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The values of a well-formed event line (:func:`_form_problem`) out of their bounds, as
+    (field, why); each is dropped from ``data`` (nested objects replaced, not changed)."""
+    bad: list[tuple[str, str]] = []
+    for name in _COUNTS[1:]:  # seq names the event: a bad one is no event
+        problem = _count_problem(f"{name}:", data.get(name, 0))
         if problem:
-            return problem
-    return _metrics_problem(data.get("metrics", _EMPTY))
+            bad.append((name, problem))
+            data[name] = 0
+    start = data.get("started_at", 0)
+    if not -MAX_TIME <= start <= MAX_TIME:  # NaN too
+        bad.append(("started_at", f"started_at: expected a finite time, got {show(start)}"
+                     if not -_INF < start < _INF else
+                     f"started_at: expected a time within ±{MAX_TIME:g} s, got {show(start)}"))
+        data["started_at"] = 0.0
+    for name, nullable in (("duration_s", False), ("neff_compile_s", True)):
+        problem = _seconds_problem(name, data.get(name), nullable) if name in data else None
+        if problem:
+            bad.append((name, problem))
+            data[name] = None if nullable else 0.0
+    cache = data.get("neff_cache")
+    if cache is not None and cache not in _CACHE_SET:
+        bad.append(("neff_cache", f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or "
+                                  f"null, got {show(cache)}"))
+        data["neff_cache"] = None
+    shapes = data.get("input_shapes", _EMPTY)
+    if any(not _size_ok(d) for d in chain.from_iterable(shapes.values())):
+        bad.extend(("input_shapes", f"input_shapes: {name!r} expected a list of sizes, got "
+                                    f"{show(dims)}")
+                   for name, dims in shapes.items() if not all(map(_size_ok, dims)))
+        data["input_shapes"] = {name: [d if _size_ok(d) else "?" for d in dims]
+                                for name, dims in shapes.items()}
+    for name, check in (("ops", lambda op, n: _count_problem(f"ops: {op!r}", n)),
+                        ("metrics", lambda key, value: _metrics_problem({key: value}))):
+        items = data.get(name, _EMPTY)
+        problems = {key: check(key, value) for key, value in items.items()}
+        if any(problems.values()):
+            bad.extend((name, why) for why in problems.values() if why)
+            data[name] = {key: value for key, value in items.items() if not problems[key]}
+    return bad
+
+
+def _size_ok(dim: Any) -> bool:
+    return type(dim) is str or 0 <= dim <= MAX_COUNT
 
 
 def update_problem(data: dict[str, Any]) -> str | None:

@@ -124,7 +124,7 @@ def _unbounded(result: Any) -> str:
         return f"{result.graphs} graphs compiled, {result.planned_graphs} planned"
     if over or result.eager_calls:
         return f"recompile limit: {len(over)} {'/'.join(sorted(set(over))) or 'limit'} events, " \
-               f"{result.eager_calls} decode calls ran eager"
+               f"{result.eager_calls} forward calls ran eager ({result.eager_prefills} prefill)"
     return ""
 
 

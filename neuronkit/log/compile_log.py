@@ -4,7 +4,9 @@ Each event is written and flushed as it happens, so a crash loses nothing record
 known later (the NEFF build of a graph on Neuron finishes after Dynamo's compile returns) arrives
 as an update line naming the event's ``seq``; a crash before it loses only that value. The line
 format is in ``events/schema.py``; :meth:`CompileLog.load` checks every line against it
-(``reader.py``) and skips what fails with one warning per file, keeping every good line.
+(``reader.py``) and skips what fails with one warning per file, keeping every good line (and every
+event whose one value out of bounds it drops). A log whose writer never closed it (killed, or
+still running) names its rank in ``header["unclosed_ranks"]``, as a merged log does.
 
 One file, one writer (``file_lock.py``): a log holds the file it writes until :meth:`release`,
 and another writer given it is refused. A save is written to a temp file beside the path, flushed
@@ -230,9 +232,16 @@ class CompileLog:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "CompileLog":
         """Read a log. Lines that fail the schema (not JSON, a wrong type, a missing field, a
-        truncated last line from a crash mid-write) are skipped with one warning naming them."""
+        truncated last line from a crash mid-write) are skipped, and values out of bounds dropped
+        from events that are kept, with one warning (``LogWarning``) naming them. A log not
+        closed by its writer (killed, or still running) has ``closed`` False and its rank in
+        ``header["unclosed_ranks"]``."""
         path = Path(path)
         header, events, wall_time_s, state = read_log(path)
+        if not state.closed:
+            rank = header.get("rank")
+            header["unclosed_ranks"] = ([rank] if type(rank) is int and rank >= 0
+                                        else sorted({e.rank for e in events}) or [0])
         log = cls(events, header=header)
         log.path = path
         log.wall_time_s = wall_time_s
@@ -354,6 +363,11 @@ class CompileLog:
         walls = [log.wall_time_s for log in logs if log.wall_time_s]
         if walls:
             header["wall_time_s"] = max(walls)
+        unclosed = sorted({r for log in logs if isinstance(log.header.get("unclosed_ranks"), list)
+                           for r in log.header["unclosed_ranks"] if type(r) is int})
+        header.pop("unclosed_ranks", None)
+        if unclosed:
+            header["unclosed_ranks"] = unclosed
         return cls(events, header=header)
 
 

@@ -1,8 +1,10 @@
 """Following compile logs while they are written: ``nk.follow(folder_or_file)``.
 
-``poll()`` returns the events written since the last poll, across every log in the folder (a
-rank's log is picked up when it appears); each file is read on from where the last poll stopped,
-never from the start, and a half-written last line waits for the next poll. Only file sizes are
+``poll()`` returns the events written since the last poll, across every log of the run in the
+folder (a rank's log is picked up when it appears; which files are the run's, and that a folder
+of separate logs or of runs is refused with a ``ValueError`` naming them, is ``runs.py``'s rule);
+each file is read on from where the last poll stopped, never from the start, and a half-written
+last line waits for the next poll. Only file sizes are
 polled: inotify does not see writes made by other hosts on a shared file system (NFS, FSx). Lines
 are checked as the log reader checks them (``reader.py``); update lines (NEFF times) set the
 fields of the events already returned, so ``follower.log`` holds them resolved.
@@ -19,11 +21,10 @@ from neuronkit.events.schema import LogFormatError
 from neuronkit.log.clock import host_of, host_offsets
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.reader import LogReader
+from neuronkit.log.runs import classify, folder_error
 from neuronkit.safe import strip_control
 
 __all__ = ["Follower", "follow"]
-
-_LOG_SUFFIX = ".jsonl"
 
 
 @dataclasses.dataclass
@@ -113,7 +114,8 @@ class _Tail:
 
 
 class Follower:
-    """Follows one log file, or every ``*.jsonl`` log in a folder, as they are written."""
+    """Follows one log file, or the logs of the run in a folder (its ``*.rank<N>.jsonl``, else
+    its ``*.pid<P>.jsonl``, else its one ``*.jsonl``), as they are written."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -121,16 +123,23 @@ class Follower:
         self._offsets: dict[str, float] = {}
         self.log = CompileLog()  # the events so far, in the order they were read
         self.log.header["ranks"] = []
+        self._files()  # a folder that is no one run is said now, not at the first poll
 
     def _files(self) -> list[Path]:
+        """The logs of the run followed, by the rule ``open_log`` reads a folder with
+        (``runs.classify``); a folder of separate logs or of runs raises ``ValueError``."""
         if not self.path.is_dir():
             return [self.path]
         try:
-            with os.scandir(self.path) as entries:
-                return sorted(Path(e.path) for e in entries if e.name.endswith(_LOG_SUFFIX)
-                              and not e.name.startswith(".") and e.is_file())
+            found = classify(self.path)
         except OSError:
             return []
+        if found.kind == "trace":
+            raise ValueError(f"{self.path} holds torch trace files (TORCH_TRACE), which are read "
+                             f"when the run is over, not followed: neuronkit report {self.path}")
+        if found.kind in ("separate", "runs"):
+            raise folder_error(found)
+        return list(found.files)
 
     def poll(self) -> list[CompileEvent]:
         """The events written since the last poll, in start order (new ranks included)."""
@@ -215,5 +224,6 @@ class Follower:
 
 
 def follow(path: str | os.PathLike[str]) -> Follower:
-    """A :class:`Follower` of a log file or of a folder of logs (e.g. ``neuronkit record``'s)."""
+    """A :class:`Follower` of a log file or of a run's folder (e.g. ``neuronkit record``'s);
+    a folder of separate logs or of runs raises ``ValueError`` naming them."""
     return Follower(path)

@@ -2,10 +2,12 @@
 ones skipped and named.
 
 A log is untrusted input (logs travel between machines and people). Each line must be the header,
-an event, an update line or a wall-time line; what fails is skipped with one warning per file that
-names the line and the field, and every good line is kept. A line no parser can hold (an integer
-of 5000 digits, brackets nested 100k deep) is one more bad line; such a header is a
-``LogFormatError``. The warning and the errors name the file without its control characters.
+an event, an update line or a wall-time line; what fails is skipped, and an event with a value
+out of bounds is kept with that value dropped (``schema.repair_event``; a start time out of
+bounds becomes the start of the event before it), with one warning per file (``LogWarning``)
+that names the lines, the events and the fields; every good line is kept. A line no parser can
+hold (brackets nested 100k deep) is one more bad line; such a header is a ``LogFormatError``.
+The warning and the errors name the file without its control characters.
 
 Speed: a file is read 4 MB at a time; the event lines neuronkit writes are decoded and checked
 against the schema together, in C (msgspec); only a block with a doubt in it is read line by
@@ -14,6 +16,8 @@ line, which names what is wrong.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import warnings
 from dataclasses import dataclass
 from itertools import compress, starmap
@@ -32,9 +36,11 @@ from neuronkit.events.schema import (
     EventLine,
     LogFolderError,
     LogFormatError,
+    LogWarning,
     clock_problem,
     decode_event_lines,
     event_problem,
+    repair_event,
     show,
     update_problem,
     wall_problem,
@@ -87,6 +93,9 @@ _SHOWN = 10  # bad lines named in the warning; the rest are counted
 _BLOCK = 4 << 20  # bytes read (and lines parsed) at a time
 _ALL_FIELDS = attrgetter(*FIELDS)
 _TOO_DEEP = "lists or objects nested too deep to read"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # neuronkit/
+_WHAT_A_LOG_IS = ("A compile log is the JSONL file a recorder writes: `neuronkit record -- python "
+                  "script.py` (one per process), or nk.CompileRecorder(log_path=...)")
 
 
 def _long_int(digits: str) -> int | float:
@@ -119,6 +128,8 @@ class LogReader:
         self.updates: list[tuple[int, dict[str, Any]]] = []
         self.wall_time_s: float | None = None
         self.bad: list[tuple[int, str]] = []
+        self.dropped: list[tuple[int, int, str]] = []  # (line, seq, why): values out of bounds
+        self._unplaced: list[CompileEvent] = []  # kept events whose start time was dropped
         self.replaced: list[int] = []  # lines with invalid UTF-8, read with U+FFFD
         self._checked: set[tuple] = set()
         self.open = True   # no wall-time line after the last event or update (yet)
@@ -139,16 +150,19 @@ class LogReader:
             raise LogFormatError(f"{path} is empty: not a neuronkit compile log")
         try:
             header = json.loads(self._text(1, raw))
-        except json.JSONDecodeError as exc:
-            raise LogFormatError(f"{path} does not start with a neuronkit header line: {exc}") from exc
+        except json.JSONDecodeError:
+            what = ("it is not text (an image, an archive or another binary file)"
+                    if self.replaced or b"\0" in raw else "its first line is not JSON")
+            raise LogFormatError(f"{path} is not a neuronkit compile log: {what}. "
+                                 f"{_WHAT_A_LOG_IS}") from None
         except (ValueError, RecursionError) as exc:  # 4300+ digits, nested past the recursion limit
             why = _TOO_DEEP if isinstance(exc, RecursionError) else "an integer too long to read"
             raise LogFormatError(f"{path}: its header line holds {why}: a damaged header, not a "
                                  "log neuronkit can read") from None
         if not isinstance(header, dict) or header.get("format") != FORMAT:
             raise LogFormatError(
-                f"{path} is not a neuronkit compile log (first line has no "
-                f"\"format\": \"{FORMAT}\"); write logs with neuronkit.CompileRecorder(log_path=...)")
+                f"{path} is not a neuronkit compile log: its first line is JSON but no neuronkit "
+                f"header (no \"format\": \"{FORMAT}\"). {_WHAT_A_LOG_IS}")
         expected = f"(neuronkit writes \"version\": {FORMAT_VERSION} on the first line)"
         if "version" not in header:
             raise LogFormatError(f"{path}: its header line has no \"version\": a damaged header, "
@@ -196,6 +210,8 @@ class LogReader:
                 self.line(number, raw)
             return
         self.events.extend(starmap(CompileEvent, map(_ALL_FIELDS, events)))
+        if self._unplaced and events:
+            self._place(events[0].started_at)
         for k in others:
             self.line(first + k, rows[k])
         last = next((k for k in range(len(rows) - 1, -1, -1) if rows[k].strip()), None)
@@ -224,41 +240,67 @@ class LogReader:
 
     def item(self, number: int, data: dict[str, Any]) -> None:
         """One line's object: an event, an update or a wall time, kept if it fits the schema."""
-        if "seq" not in data:
-            if "update" in data:
-                problem = update_problem(data)
-                if problem is None:
-                    self.updates.append((number, data))
-                    self.open = True
-                    return
-            elif "wall_time_s" in data:
-                problem = wall_problem(data["wall_time_s"])
-                if problem is None:
-                    self.wall_time_s = data["wall_time_s"]
-                    self.open = False
-                    return
-            elif "clock" in data:
-                problem = clock_problem(data["clock"])
-                if problem is None:
-                    self.clock = data["clock"]
-                    return
-            elif "format" in data:
-                problem = "a second header line: two writers shared this file"
-            else:
-                problem = event_problem(data, self._checked)
-            self.bad.append((number, problem or "not an event, update or wall-time line"))
-            return
+        if "seq" in data:
+            self._event(number, data)
+        else:
+            self._not_event(number, data)
+
+    def _not_event(self, number: int, data: dict[str, Any]) -> None:
+        """An update, wall-time or clock line, kept if it fits the schema."""
+        if "update" in data:
+            problem = update_problem(data)
+            if problem is None:
+                self.updates.append((number, data))
+                self.open = True
+                return
+        elif "wall_time_s" in data:
+            problem = wall_problem(data["wall_time_s"])
+            if problem is None:
+                self.wall_time_s = data["wall_time_s"]
+                self.open = False
+                return
+        elif "clock" in data:
+            problem = clock_problem(data["clock"])
+            if problem is None:
+                self.clock = data["clock"]
+                return
+        elif "format" in data:
+            problem = "a second header line: two writers shared this file"
+        else:
+            problem = event_problem(data, self._checked)
+        self.bad.append((number, problem or "not an event, update or wall-time line"))
+
+    def _event(self, number: int, data: dict[str, Any]) -> None:
+        """An event line, kept if it is an event (its values out of bounds dropped)."""
         problem = event_problem(data, self._checked)
+        dropped: list[tuple[str, str]] = []
         if problem is not None:
-            self.bad.append((number, problem))
-            return
+            problem, dropped = repair_event(data)  # one value out of bounds: the event stays
+            if problem is not None:
+                self.bad.append((number, problem))
+                return
+            self.dropped.extend((number, data["seq"], why) for _, why in dropped)
         strings = self._strings  # one copy of each name, place and label a long log repeats
         for name in ("function", "location", "backend", "device", "kind", "context"):
             if name in data:
                 value = data[name]
                 data[name] = strings.setdefault(value, value)
-        self.events.append(CompileEvent.from_dict(data))
+        event = CompileEvent.from_dict(data)
+        if any(name == "started_at" for name, _ in dropped):
+            if self.events and not self._unplaced:
+                event.started_at = self.events[-1].started_at
+            else:  # the first events: placed at the next start read
+                self._unplaced.append(event)
+        elif self._unplaced:
+            self._place(event.started_at)
+        self.events.append(event)
         self.open = True
+
+    def _place(self, started_at: float) -> None:
+        """The events read before any start time, theirs dropped: placed at the first one."""
+        for event in self._unplaced:
+            event.started_at = started_at
+        self._unplaced.clear()
 
     @property
     def closed(self) -> bool:
@@ -289,13 +331,37 @@ class LogReader:
             more = f", and {len(self.bad) - _SHOWN} more" if len(self.bad) > _SHOWN else ""
             notes.append(f"skipped {len(self.bad)} bad line{'s' if len(self.bad) > 1 else ''}: "
                          f"{shown}{more}")
+        if self.dropped:
+            notes.append(self._dropped_note())
         if self.replaced:
             lines = ", ".join(str(n) for n in self.replaced[:_SHOWN])
             more = f" and {len(self.replaced) - _SHOWN} more" if len(self.replaced) > _SHOWN else ""
             notes.append(f"invalid UTF-8 read as U+FFFD on line {lines}{more}")
         if notes:  # one line, nothing a terminal acts on: the file name and keys are anyone's
-            message = f"{self.path}: " + "; ".join(notes) + f"; kept {len(self.events)} events"
-            warnings.warn(strip_control(message, keep_newlines=False), stacklevel=4)
+            n = len(self.events)
+            message = f"{self.path}: " + "; ".join(notes) + f"; kept {n} event{'' if n == 1 else 's'}"
+            warnings.warn(strip_control(message, keep_newlines=False), LogWarning,
+                          stacklevel=_caller_level())
         return self.wall_time_s
+
+    def _dropped_note(self) -> str:
+        """The values out of bounds dropped from events that were kept, named."""
+        n, events = len(self.dropped), len({line for line, _, _ in self.dropped})
+        shown = ", ".join(f"line {line} event {seq} ({why})" for line, seq, why in
+                          self.dropped[:_SHOWN])
+        more = f", and {n - _SHOWN} more" if n > _SHOWN else ""
+        return (f"dropped {n} bad field value{'s' if n > 1 else ''} of {events} event"
+                f"{'s' if events > 1 else ''} and kept {'them' if events > 1 else 'it'} (a number "
+                f"reset to its default, a start time to the previous event's, a size shown as ?): "
+                f"{shown}{more}")
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside neuronkit (its caller's line, not one of
+    neuronkit's own; ``warnings.warn(skip_file_prefixes=...)`` does this from Python 3.12)."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 

@@ -186,6 +186,9 @@ _LEN = re.compile(r"^len\((?P<name>.+)\) == (?P<value>\d+)$")
 _IS_NONE = re.compile(r"^(?P<name>[\w.\[\]'\"]+) is (?P<neg>not )?None$")
 _EQUALS = re.compile(r"^(?P<name>[\w.\[\]'\"]+) == (?P<value>.+)$")
 _CLOSURE = re.compile(r"(?P<owner>[\w.\[\]'\"]*?)\.__closure__\[(?P<i>\d+)\]\.cell_contents")
+_HOOK_CLOSURE = re.compile(r"(?P<module>[\w.]+)\._(?P<kind>forward_pre_hooks|forward_hooks|"
+                           r"backward_pre_hooks|backward_hooks)\[.*\]\.__closure__\[\d+\]"
+                           r"\.cell_contents")
 _MODULE_PART = re.compile(r"\._(?:modules|parameters|buffers)\[['\"]([^'\"]+)['\"]\]")
 _GLOBAL_STATE = {"grad_mode": "grad mode", "deterministic_algorithms": "deterministic algorithms",
                  "torch_function_enabled": "torch function mode", "default_dtype": "default dtype"}
@@ -195,6 +198,11 @@ def _guard_name(source: str) -> str:
     """A guarded object's name for people: ``L['self']._modules['d'].training`` ->
     ``self.d.training``; ``G['f'].__closure__[1].cell_contents`` -> ``a variable captured by f``."""
     text = _MODULE_PART.sub(r".\1", input_name(source.lstrip(".")))
+    hook = _HOOK_CLOSURE.search(text)  # transformers >= 5.25 registers hooks that capture
+    if hook:
+        kind = {"forward_pre_hooks": "forward pre-hook", "forward_hooks": "forward hook",
+                "backward_pre_hooks": "backward pre-hook", "backward_hooks": "backward hook"}
+        return f"a variable captured by a {kind[hook['kind']]} of {hook['module']}"
     closure = _CLOSURE.search(text)
     if closure:
         owner = closure["owner"] or "a function"

@@ -32,6 +32,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 from matplotlib.transforms import IdentityTransform
 
+from neuronkit.advice.excerpts import bounded_events
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import as_events, readable, synthetic_reason
 from neuronkit.log.compile_log import CompileLog
@@ -121,7 +122,7 @@ def timeline(log: CompileLog | Iterable[CompileEvent], x: Literal["time", "call"
     logarithmic when compile seconds span orders of magnitude (its label says so).
     """
     check_axes(x, by)
-    events = readable(as_events(log))
+    events = bounded_events(readable(as_events(log)))  # a 20 MB name: its start
     own_axes = ax is None  # on a caller's (possibly shared) axes, leave the limits to them
     fig, ax = figure_axes(ax, figsize)
     mark = _synthetic_mark(log)
@@ -281,7 +282,7 @@ def graph_growth(log: CompileLog | Iterable[CompileEvent], ax: Axes | None = Non
     ``figsize`` (inches) sizes the new figure; it is ignored when drawing on a given ``ax``.
     """
     check_axes(x, by)
-    events = readable(as_events(log))
+    events = bounded_events(readable(as_events(log)))  # a 20 MB name: its start
     own_axes = ax is None
     fig, ax = figure_axes(ax, figsize)
     if not events:

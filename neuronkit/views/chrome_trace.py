@@ -4,16 +4,20 @@ A log is untrusted input, so the trace is built as Python objects and written by
 only (never by string concatenation): names and args are JSON-escaped, control and bidi-override
 characters are stripped from every string (names on one line), numbers that are not finite (NaN,
 infinity: not JSON) become 0, a rank that is not an integer becomes pid 0, and ``< > &`` are
-written as ``\\u003c``-style escapes so the file is safe to embed in a page.
+written as ``\\u003c``-style escapes so the file is safe to embed in a page. A text longer than
+any recorder writes (``LONG_CHARS``, 10 kB) is written as its start and length (the log, and
+``neuronkit report --json``, keep it whole).
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable
 
+from neuronkit.advice.excerpts import ELLIPSIS, bounded_events, cut_long
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import as_events, function_labels, readable, synthetic_reason
 from neuronkit.log.compile_log import CompileLog
@@ -23,6 +27,7 @@ __all__ = ["write_chrome_trace"]
 
 _HTML_SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
 # the header fields a trace's metadata (``otherData``) repeats
+ITEMS = 1000  # the most items of a list or object an arg shows (a log may hold a million reasons)
 HEADER_KEYS = ("neuronkit", "torch", "transformers", "torch_neuronx", "device", "backend",
                "description")
 
@@ -33,19 +38,23 @@ def _name(value: Any) -> str:
 
 
 def _clean(value: Any, depth: int = 0) -> Any:
-    """Args as JSON-ready data: strings without control characters (newlines and tabs kept),
-    finite numbers, containers cleaned recursively; anything else as its cleaned text."""
+    """Args as JSON-ready data: strings without control characters (newlines and tabs kept), one
+    longer than ``LONG_CHARS`` as its start and length, finite numbers, containers cleaned
+    recursively (their first ``ITEMS``, then how many there were); anything else as its cleaned
+    text."""
     if value is None or isinstance(value, bool) or isinstance(value, int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, str):
-        return strip_control(value)
-    if depth < 20 and isinstance(value, dict):
-        return {strip_control(k): _clean(v, depth + 1) for k, v in value.items()}
-    if depth < 20 and isinstance(value, (list, tuple)):
-        return [_clean(v, depth + 1) for v in value]
-    return strip_control(str(value))
+        return strip_control(cut_long(value))
+    if depth < 20 and isinstance(value, (dict, list, tuple)):
+        more = [f"{ELLIPSIS} ({len(value):,} in all)"] if len(value) > ITEMS else []
+        if isinstance(value, dict):
+            return {strip_control(cut_long(k)): _clean(v, depth + 1)
+                    for k, v in islice(value.items(), ITEMS)} | dict.fromkeys(more)
+        return [_clean(v, depth + 1) for v in value[:ITEMS]] + more
+    return strip_control(cut_long(str(value)))
 
 
 def _number(value: Any) -> float:
@@ -74,7 +83,7 @@ def write_chrome_trace(log: CompileLog | Iterable[CompileEvent],
     """
     header = log.header if isinstance(log, CompileLog) and isinstance(log.header, dict) else {}
     synthetic = synthetic_reason(header)
-    events = readable(as_events(log))
+    events = bounded_events(readable(as_events(log)))  # a 20 MB reason: its start and length
     t0 = min((_number(e.started_at) for e in events), default=0.0)
     labels = function_labels(events)
     tids: dict[tuple[int, str], int] = {}

@@ -25,6 +25,7 @@ import numpy as np
 from matplotlib import figure
 from matplotlib.artist import Artist
 
+from neuronkit.advice.excerpts import bounded_events, cut_long
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import (
     as_events,
@@ -185,12 +186,13 @@ def compare_logs(a: Run, b: Run, names: Sequence[str] = ("A", "B"),
             or not math.isfinite(compile_cost_s) or compile_cost_s < 0:
         raise ValueError(f"compile_cost_s must be a finite number of seconds >= 0, "
                          f"got {compile_cost_s!r}")
-    events_a, events_b = readable(as_events(a)), readable(as_events(b))
+    # a field longer than any recorder writes (a hostile log) read by its start and length
+    events_a, events_b = (bounded_events(readable(as_events(run))) for run in (a, b))
     label = _function_names(events_a, events_b)
     counts_a, counts_b = ([label[e.function, _place(e.location)] for e in ev if e.kind in GRAPH_KINDS]
                           for ev in (events_a, events_b))
     built_a, built_b = Counter(counts_a), Counter(counts_b)
-    shapes_a, shapes_b = ({(label[e.function, _place(e.location)], shape_key(e)) for e in ev
+    shapes_a, shapes_b = ({(label[e.function, _place(e.location)], cut_long(shape_key(e))) for e in ev
                            if e.input_shapes} for ev in (events_a, events_b))
     totals_a = _totals(name_a, a, events_a, compile_cost_s)
     totals_b = _totals(name_b, b, events_b, compile_cost_s)

@@ -14,11 +14,12 @@ import re
 from pathlib import PurePath
 from typing import Any, Iterable
 
+from neuronkit.advice.excerpts import LONG_CHARS, cut_long, excerpt
 from neuronkit.events.event import KINDS
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import html_attr, html_text
 from neuronkit.views.chart_layout import KEY_COLOURS, MARK_GREY, KeyEntry, heaviest
-from neuronkit.views.report_facts import readable_log
+from neuronkit.views.report_facts import bounded_log, readable_log
 from neuronkit.views.table import ARRIVAL, TABLE_ROWS, EventTable
 from neuronkit.views.table_cells import COLUMN_LABELS, number_text
 
@@ -98,6 +99,22 @@ def _reasons(value: Any) -> list[str]:
     return [str(value)] if value not in (None, "") else []
 
 
+def _tooltip(texts: list[str], most: int = LONG_CHARS) -> str:
+    """Texts one a line, whole up to ``most`` characters (10 kB: more than any recorder writes);
+    past it their start and whole length (``… (20,000,000 chars)``), so a hostile log's 20 MB
+    reason makes no 20 MB page."""
+    whole = sum(map(len, texts)) + max(len(texts) - 1, 0)
+    if whole <= most:
+        return "\n".join(texts)
+    head, room = [], most
+    for text in texts:  # no more of them than fits
+        head.append(text[:room])
+        room -= len(head[-1]) + 1
+        if room <= 0:
+            break
+    return excerpt("\n".join(head), most, whole)
+
+
 def events_table_html(source: CompileLog | EventTable, limit: int = TABLE_ROWS) -> str:
     """The event table: of a log, its newest ``limit`` events (time, function, changed dimension,
     reason, seconds, kind, context; rank and the Neuron columns where the log has them); of an
@@ -157,7 +174,7 @@ def _table_html(table: EventTable, note: str, sortable: bool) -> str:
         cells = []
         for column, open_tag in zip(columns, opens, strict=True):
             if column == "reason":
-                reasons = html_attr("\n".join(_reasons(event.reasons)), multiline=True)
+                reasons = html_attr(_tooltip(_reasons(event.reasons)), multiline=True)
                 open_tag = f'<td title="{reasons}">'
             cells.append(f"{open_tag}{_cell_text(values[column])}</td>")
         rows.append(f'<tr class="{kind_class(event.kind)}">{"".join(cells)}</tr>')
@@ -170,7 +187,7 @@ def graph_counts_html(log: CompileLog) -> str:
     """Graphs per function (from ``log.summary()``), limit hits and seconds, each column named
     by its source (Dynamo, NEFF builds, eager-kernel builds); what an event holds that is no
     number counts nothing."""
-    log = readable_log(log)
+    log = bounded_log(readable_log(log))
     rows = log.summary(shapes=False)
     if not rows:
         return '<div class="nk-muted">0 graphs compiled</div>'
@@ -222,8 +239,9 @@ def chart_key_html(entries: Iterable[KeyEntry], most: int = KEY_FUNCTIONS) -> st
 def _key_row(e: KeyEntry) -> str:
     mark = e.symbol  # the mark the chart draws
     colour = _KEY_CLASSES.get(e.colour, _KEY_CLASSES[MARK_GREY])
-    return (f'<div title="{html_attr(e.label)}"><span class="nk-key-mark {colour}">'
-            f'{mark}</span>{html_text(e.label)}</div>')
+    label = cut_long(e.label)
+    return (f'<div title="{html_attr(label)}"><span class="nk-key-mark {colour}">'
+            f'{mark}</span>{html_text(label)}</div>')
 
 
 def advice_html(advices: Iterable[Any]) -> str:
@@ -233,22 +251,23 @@ def advice_html(advices: Iterable[Any]) -> str:
         severity = getattr(a, "severity", "info")
         css = SEVERITY_CLASSES.get(severity, SEVERITY_CLASSES["info"]) if isinstance(
             severity, str) else SEVERITY_CLASSES["info"]
-        fix = getattr(a, "fix", "")
-        items.append(f'<div class="nk-advice-item {css}"><b>{html_text(a.title)}</b>'
-                     f'<div>{html_text(a.detail)}</div>'
+        fix = cut_long(getattr(a, "fix", ""))
+        items.append(f'<div class="nk-advice-item {css}"><b>{html_text(cut_long(a.title))}</b>'
+                     f'<div>{html_text(cut_long(a.detail))}</div>'
                      + (f'<div><i>Fix:</i> {html_text(fix)}</div>' if fix else "") + "</div>")
     return "".join(items) or '<div class="nk-muted">No findings yet.</div>'
 
 
 def replay_note(source: str, header: dict[str, Any]) -> str:
     """Where a replayed log came from: its file, versions, device and description."""
-    made = ", ".join(f"{k} {header[k]}" for k in ("neuronkit", "torch", "torch_neuronx")
+    made = ", ".join(f"{k} {cut_long(str(header[k]))}" for k in ("neuronkit", "torch",
+                                                                  "torch_neuronx")
                      if header.get(k))
     name = PurePath(str(source)).name if source else ""
-    note = (f"replay of <b>{html_text(name or 'a saved log')}</b> (no model loaded)"
+    note = (f"replay of <b>{html_text(cut_long(name) or 'a saved log')}</b> (no model loaded)"
             + (f" · recorded with {html_text(made)}" if made else ""))
     if header.get("description"):
-        note += f"<br>{html_text(header['description'])}"
+        note += f"<br>{html_text(cut_long(str(header['description'])))}"
     return note
 
 

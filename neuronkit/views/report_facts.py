@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from neuronkit.advice.excerpts import bounded_events
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import as_events, function_labels, readable, synthetic_reason
 from neuronkit.log.compile_log import CompileLog
@@ -15,8 +16,9 @@ from neuronkit.log.open import open_log
 from neuronkit.log.shared_cache import wait_seconds
 from neuronkit.views.text_layout import clean
 
-__all__ = ["DEFAULT_LIMIT", "ReportFacts", "as_log", "check_limit", "header_field", "rank_ranges",
-           "ranks_text", "readable_log", "report_facts", "seconds_text", "shown", "synthetic_text"]
+__all__ = ["DEFAULT_LIMIT", "ReportFacts", "as_log", "bounded_log", "check_limit", "header_field",
+           "rank_ranges", "ranks_text", "readable_log", "report_facts", "seconds_text", "shown",
+           "synthetic_text"]
 
 DEFAULT_LIMIT = 50  # events a report shows: the most recent ones
 
@@ -34,7 +36,18 @@ def readable_log(log: CompileLog, contents: bool = False) -> CompileLog:
     """``log`` as views read it: itself when every event holds what a recorder writes, else an
     in-memory log (same header and wall time, no file) of its
     :func:`~neuronkit.events.facts.readable` events; ``contents`` as ``diagnose`` needs them."""
-    events = readable(log.events, contents)
+    return _with_events(log, readable(log.events, contents))
+
+
+def bounded_log(log: CompileLog) -> CompileLog:
+    """``log`` itself when no text field is longer than any recorder writes, else an in-memory
+    log whose such fields are read by their start and length
+    (:func:`~neuronkit.advice.excerpts.bounded_events`): what the text views show of a hostile
+    log, at a cost that does not grow with a field's length."""
+    return _with_events(log, bounded_events(log.events))
+
+
+def _with_events(log: CompileLog, events: list[CompileEvent]) -> CompileLog:
     if events is log.events:
         return log
     view = CompileLog(events, header=log.header)

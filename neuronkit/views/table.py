@@ -11,6 +11,7 @@ import bisect
 import math
 from typing import Any, Iterable, Sequence
 
+from neuronkit.advice.excerpts import LONG_CHARS
 from neuronkit.events.event import KINDS, CompileEvent
 from neuronkit.events.facts import as_events, function_labels, readable, text_of
 from neuronkit.log.compile_log import CompileLog
@@ -57,13 +58,14 @@ def _rank(value: Any) -> int | str:
 
 
 def sort_key(value: Any, missing_last: bool = True) -> tuple[int, float, str]:
-    """A key that orders any values: numbers, then text (case-insensitive), then missing ones
-    (first instead with ``missing_last=False``, so a descending order still ends with them)."""
+    """A key that orders any values: numbers, then text (case-insensitive, by its first
+    ``LONG_CHARS`` characters), then missing ones (first instead with ``missing_last=False``, so
+    a descending order still ends with them)."""
     if is_number(value):
         return (1, float(value), "")
     if value is None or value == "":
         return (3 if missing_last else 0, 0.0, "")
-    return (2, 0.0, str(value).casefold())
+    return (2, 0.0, str(value)[:LONG_CHARS].casefold())
 
 
 class EventTable:
@@ -283,9 +285,10 @@ class EventTable:
             return False
         if self._function_filter is not None and self.label(event) not in self._function_filter:
             return False
-        if self._search:
-            haystack = "\n".join([self.label(event), text_of(event.function), text_of(event.changed),
-                                  *reason_list(event.reasons)])
+        if self._search:  # each text up to LONG_CHARS: a 20 MB reason costs what a long one does
+            haystack = "\n".join(text[:LONG_CHARS] for text in (
+                self.label(event), text_of(event.function), text_of(event.changed),
+                *reason_list(event.reasons)))
             return self._search in haystack.casefold()
         return True
 

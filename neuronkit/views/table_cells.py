@@ -8,6 +8,7 @@ import os
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
+from neuronkit.advice.excerpts import cut_long
 from neuronkit.events.event import CompileEvent
 from neuronkit.events.facts import number, text_of
 from neuronkit.log.shared_cache import wait_text
@@ -72,7 +73,7 @@ def reason_text(event: CompileEvent) -> str:
     """The first reason shortened, and how many more there are."""
     reasons = reason_list(event.reasons)
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-    return (short_reason(reasons[0], width=REASON_WIDTH) if reasons else "") + more
+    return (short_reason(cut_long(reasons[0]), width=REASON_WIDTH) if reasons else "") + more
 
 
 def _split(label: str) -> tuple[str, str]:
@@ -149,7 +150,8 @@ def name_legend(labels: Mapping[tuple[str, str], str], shorts: Mapping[str, str]
     for (short_name, name), where in places.items():
         more = len(where) - LEGEND_PLACES
         where = where[:LEGEND_PLACES] + ([f"{more} more"] if more > 0 else [])
-        out.append(f"{short_name} = {name}" + (f" ({', '.join(where)})" if where else ""))
+        out.append(f"{short_name} = {cut_long(name)}"
+                   + (f" ({', '.join(map(cut_long, where))})" if where else ""))
     return out
 
 
@@ -158,20 +160,21 @@ def _time(started_at: Any, t0: float) -> str:
     return UNKNOWN if start is None else f"{start - t0:.1f} s"
 
 
-# how each column shows an event (plain text), given its function label and the table's start
+# how each column shows an event (plain text), given its function label and the table's start; a
+# text longer than any recorder writes as its start and length (``cut_long``: a hostile log)
 CELLS: dict[str, Callable[[CompileEvent, str, float], str]] = {
     "seq": lambda e, label, t0: number_text(e.seq, "d"),
     "time": lambda e, label, t0: _time(e.started_at, t0),
-    "function": lambda e, label, t0: label,
-    "changed": lambda e, label, t0: text_of(e.changed) or "—",
+    "function": lambda e, label, t0: cut_long(label),
+    "changed": lambda e, label, t0: cut_long(text_of(e.changed)) or "—",
     "reason": lambda e, label, t0: reason_text(e),
     "duration_s": lambda e, label, t0: number_text(e.duration_s, ".2f"),
-    "kind": lambda e, label, t0: kind_label(e.kind),
+    "kind": lambda e, label, t0: cut_long(kind_label(e.kind)),
     "rank": lambda e, label, t0: number_text(e.rank, "d"),
     "graph_count": lambda e, label, t0: number_text(e.graph_count, "d"),
     "neff_compile_s": lambda e, label, t0: number_text(e.neff_compile_s, ".1f"),
-    "neff_cache": lambda e, label, t0: " ".join(filter(None, (text_of(e.neff_cache),
+    "neff_cache": lambda e, label, t0: " ".join(filter(None, (cut_long(text_of(e.neff_cache)),
                                                            wait_text(e)))),
     "kernels": lambda e, label, t0: number_text(e.kernels, "d") if e.kernels else "",
-    "context": lambda e, label, t0: text_of(e.context),
+    "context": lambda e, label, t0: cut_long(text_of(e.context)),
 }

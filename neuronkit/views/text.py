@@ -13,11 +13,13 @@ over the log: ``report_facts.py``; the JSON report: ``report_json.py``.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import textwrap
 from typing import Any, Iterable, Sequence
 
 from neuronkit.advice.diagnose import diagnose
+from neuronkit.advice.excerpts import bounded_events, cut_long
 from neuronkit.advice.finding import Advice
 from neuronkit.events.event import BUILD_KINDS, CompileEvent
 from neuronkit.events.facts import number, text_of
@@ -30,6 +32,7 @@ from neuronkit.views.report_facts import (
     DEFAULT_LIMIT,
     ReportFacts,
     as_log,
+    bounded_log,
     check_limit,
     header_field,
     rank_ranges,
@@ -124,7 +127,7 @@ def _events_text(events: list[CompileEvent], limit: int | None, facts: ReportFac
     ``facts`` of them as views read them: one line per event where its cells fit ``width``
     (short function names, the class once in a legend above; only the changed / reason column
     wraps, the context takes the lines its row takes and is cut with "…" past them)."""
-    last = shown(events, limit)
+    last = bounded_events(list(shown(events, limit)))  # as ``facts`` (a bounded log) reads them
     several_ranks = len(facts.ranks) > 1
     shorts = short_names(facts.labels.values())
     named = max(map(len, shorts.values()), default=0)  # kept whole up to 24 characters
@@ -173,7 +176,7 @@ def format_events(log: CompileLog | Iterable[CompileEvent], limit: int | None = 
     check_limit(limit)
     if not log.events:
         return "no compile events"
-    return _events_text(log.events, limit, report_facts(readable_log(log)), width)
+    return _events_text(log.events, limit, report_facts(bounded_log(readable_log(log))), width)
 
 
 # -- the summary ---------------------------------------------------------------------------------
@@ -237,7 +240,7 @@ def format_summary(log: CompileLog | Iterable[CompileEvent]) -> str:
     In a merged log (several ranks) the counts and seconds add up all ranks, and the share of
     wall time is per rank: that of the rank that compiled longest (``CompileLog.compile_share``).
     """
-    log = readable_log(as_log(log))
+    log = bounded_log(readable_log(as_log(log)))
     rows = log.summary()
     facts = report_facts(log)
     text = _summary_text(log, rows, facts) if rows else "no compile events"
@@ -254,7 +257,7 @@ def format_advice(advices: Sequence[Advice]) -> str:
     out: list[str] = []
     for i, advice in enumerate(advices, start=1):
         pad = " " * len(f"{i}. ")
-        lines = terminal_safe(advice).replace("\t", " ").splitlines() or [""]
+        lines = terminal_safe(_bounded(advice)).replace("\t", " ").splitlines() or [""]
         for j, line in enumerate(line.rstrip() for line in lines):
             text = (f"{i}. " if j == 0 else pad) + line
             lead = pad + line[: len(line) - len(line.lstrip())] + "  "
@@ -263,11 +266,21 @@ def format_advice(advices: Sequence[Advice]) -> str:
     return "\n".join(out)
 
 
+def _bounded(advice: Any) -> Any:
+    """A finding whose title, detail or fix is longer than any finding writes (one built from
+    a hostile log by hand) as one that quotes their start and length."""
+    if not isinstance(advice, Advice):
+        return advice
+    cut = {k: cut_long(v) for k in ("title", "detail", "fix") if (v := getattr(advice, k))
+           is not cut_long(v)}
+    return dataclasses.replace(advice, **cut) if cut else advice
+
+
 # -- the report ----------------------------------------------------------------------------------
 
 def _named(log: CompileLog, key: str) -> str:
     """A header field (``device``, ``backend``), else the events' values, else "unknown"."""
-    return clean(header_field(log, key)) or "unknown"
+    return clean(cut_long(text_of(header_field(log, key)))) or "unknown"
 
 
 def _header_line(log: CompileLog, facts: ReportFacts) -> str:
@@ -292,7 +305,7 @@ def _header_notes(log: CompileLog, facts: ReportFacts) -> list[str]:
     notes = [wrap(ranks_text(facts))] if len(facts.ranks) > 1 else []
     offsets = log.header.get("clock_offsets")
     if isinstance(offsets, dict) and offsets:
-        shown = ", ".join(f"{clean(h)} {number_text(s, '+.3f')} s"
+        shown = ", ".join(f"{clean(cut_long(h))} {number_text(s, '+.3f')} s"
                           for h, s in list(offsets.items())[:8])
         shown += f" and {len(offsets) - 8} more" if len(offsets) > 8 else ""
         notes.append(wrap(f"clocks aligned at the first barrier: {shown} taken off its times"))
@@ -314,10 +327,14 @@ def format_report(log: CompileLog | Iterable[CompileEvent] | str | os.PathLike[s
     """The header line, the most recent ``limit`` events (None: all), the per-function summary
     and the advice. ``advice`` / ``summary``: ``diagnose(log)`` / ``log.summary()`` if already
     made (else made here); ``width``: the event table's (a narrower terminal's). Its own cost:
-    two passes over the events and the shown rows."""
+    three passes over the events and the shown rows; a field longer than any recorder writes is
+    read by its start and length (``bounded_log``), so a 20 MB reason costs what a short one does."""
     recorded = as_log(log)
     check_limit(limit)
     log = readable_log(recorded, contents=advice is None)
+    cut = bounded_log(log)  # a 20 MB field read by its start
+    if cut is not log:  # rows given name it whole: made again from what is shown
+        log, summary = cut, None
     facts = report_facts(log)
     rows = log.summary() if summary is None else summary
     events = (_events_text(recorded.events, limit, facts, width) if log.events

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from neuronkit.advice.excerpts import ELLIPSIS
 from neuronkit.safe import terminal_safe
 
 __all__ = ["CELL_CHARS", "ELLIPSIS", "EXACT_ROWS", "NARROWEST", "WIDTH", "Col", "bounded", "clean",
@@ -21,7 +22,6 @@ __all__ = ["CELL_CHARS", "ELLIPSIS", "EXACT_ROWS", "NARROWEST", "WIDTH", "Col", 
 WIDTH = 120  # the widest line a text view prints
 NARROWEST = 60  # the narrowest table a terminal gets (a narrower one wraps its lines)
 CELL_CHARS = 600  # the most characters of one table cell shown (the rest cut with an ellipsis)
-ELLIPSIS = "…"
 
 _AFTER = frozenset(",;:./\\_-=")  # a cell may wrap after these, or before an opening bracket
 _BEFORE = frozenset("([{")

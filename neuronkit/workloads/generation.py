@@ -53,7 +53,7 @@ from neuronkit.workloads.graph_watch import GraphWatch, allowed_graphs
 from neuronkit.workloads.padding_check import check_left_padding
 from neuronkit.workloads.prefill_masks import attended_rows, prefill_masks
 from neuronkit.workloads.progress import BatchProgress, BatchTiming, eta_s, new_shapes
-from neuronkit.workloads.recompile_limit import LimitFit, call_limit, record_eager_batch, warn_if_no_room
+from neuronkit.workloads.recompile_limit import EagerTally, LimitFit, call_limit, warn_if_no_room
 from neuronkit.workloads.shapes import Buckets
 from neuronkit.workloads.static_cache import UnboundedCacheError, bounded_static_cache
 
@@ -78,7 +78,8 @@ class GenerationResult:
     new_tokens: int = 0
     planned_graphs: int = 0          # the most graphs the call could compile (prefill + decode)
     recompile_limit: LimitFit | None = None   # what was done to torch's limit (None: nothing)
-    eager_calls: int = 0             # decode calls torch ran uncompiled (after a limit hit)
+    eager_calls: int = 0             # forward calls torch ran uncompiled past the recompile limit
+    eager_prefills: int = 0          # of eager_calls, the prefills (the rest: decode calls)
     eager_reason: str = ""           # why transformers (or torch) compiled no forward: '' if it did
     full_layers: int = 0             # sliding-window cache layers given full length
     forecast_kernels: int = 0        # eager kernels native Neuron would compile (a CPU forecast)
@@ -134,7 +135,8 @@ class GenerationResult:
         fit, kernels = self.recompile_limit, self.forecast_kernels
         notes = [str(fit) if fit is not None and fit.limit > fit.limit_before else "",
                  f"forward ran EAGER, not compiled: {self.eager_reason}" if self.eager_reason else "",
-                 f"{self.eager_calls} decode calls ran EAGER (recompile limit)" if self.eager_calls else "",
+                 f"{self.eager_prefills} prefill and {self.eager_calls - self.eager_prefills} decode "
+                 "calls ran EAGER (recompile limit)" if self.eager_calls else "",
                  f"forecast: {kernels} eager kernels on Neuron" if kernels else "",
                  f"{self.eager_ops} eager op calls of the model" if self.eager_ops else ""]
         return (f"{_plural(len(self.texts), 'prompt')} in {_plural(len(self.timings), 'batch')} "
@@ -168,7 +170,7 @@ class _BatchRunner:
         self.texts: list[str] = [""] * len(plan.token_ids)
         self.output_ids: list[Any] = [None] * len(plan.token_ids)
         self.timings: list[BatchTiming] = []
-        self.eager_calls = self.full_layers = 0
+        self.eager, self.full_layers = EagerTally(), 0   # calls run eager past the limit
         self.choices, self.uncompiled = ForwardChoices(model), list[Uncompiled]()
         self.allowed = allowed_graphs(plan.batches) if plan.planned_graphs else None
 
@@ -215,8 +217,7 @@ class _BatchRunner:
             if self.plan.planned_graphs:
                 key, steps = (batch.rows, batch.bucket, batch.cache_len), out.shape[1] - batch.bucket - 1
                 started, backend = time.time() - (time.perf_counter() - t0), self.settings.backend
-                self.eager_calls += record_eager_batch(self.rec, self.model, seen, key, steps=steps,
-                                                       backend=backend, started_at=started)
+                self.eager.record(self.rec, self.model, seen, key, batch.prefill, steps, backend, started)
                 found = self.choices.take() or [u for u in [nothing_compiled(
                     self.model, self.rec.events[seen:])] if u is not None]
                 self.uncompiled += record_uncompiled(self.rec, self.model, found, key, batch.prefill,
@@ -279,8 +280,8 @@ class _BatchRunner:
             wall_s=wall_s, device=str(self.model.device), backend=self.settings.backend,
             batch_size=self.plan.batch_size, new_tokens=new_tokens,
             planned_graphs=self.plan.planned_graphs, recompile_limit=fit,
-            eager_calls=self.eager_calls, eager_reason=eager_reason(self.uncompiled),
-            full_layers=self.full_layers,
+            eager_calls=self.eager.total, eager_prefills=self.eager.prefill,
+            eager_reason=eager_reason(self.uncompiled), full_layers=self.full_layers,
             forecast_kernels=self.forecast.kernels if self.forecast else 0,
             eager_ops=self.forecast.calls if self.forecast else 0, stopped=stopped,
             batches_done=len(self.timings), batches=len(self.plan.batches))
@@ -334,7 +335,7 @@ def generate(model, tokenizer, prompts: str | list[str], max_new_tokens: int = 3
     ``buckets.max`` tokens of a longer prompt instead of raising. ``fit_recompile_limit``
     (default on) raises torch's recompile limit for the call to the graphs the decode function
     holds plus those the call plans (``result.recompile_limit`` says what was done); off, a
-    limit hit runs the rest eager and each such batch is recorded as an ``eager_fallback`` event.
+    limit hit runs the rest eager, each such phase of a batch an ``eager_fallback`` event.
     ``forecast_kernels=True`` counts the eager-op kernels native Neuron would compile (the ops of
     the model's uncompiled forward: the prefill) and records them per batch as a ``kernels`` event
     marked ``forecast`` (``result.forecast_kernels``): a forecast counted here, not a measurement.

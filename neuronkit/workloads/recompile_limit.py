@@ -6,8 +6,9 @@ eager, silently, until ``torch.compiler.reset()``; raising the limit afterwards 
 
 :func:`fitted_limit` raises the limit for one ``nk.generate`` call to the graphs the code holds
 already plus the graphs the call plans (scoped, restored afterwards, never lowered), and lets a
-run-only code compile again. :class:`DecodeLedger` remembers which batch shapes compiled, so a
-batch that ran eager is counted exactly.
+run-only code compile again. :class:`DecodeLedger` remembers which batch shapes compiled, per
+phase (a compiled prefill shares the decode step's code object), so every forward call that ran
+eager is counted exactly, the prefill's apart from the decode's (:class:`EagerTally`).
 """
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ from neuronkit.setup.decode_graphs import (
     room_left,
 )
 
-__all__ = ["LEDGER", "DecodeLedger", "LimitFit", "call_limit", "eager_name", "fitted_limit",
-           "record_eager_batch", "warn_if_no_room"]
+__all__ = ["LEDGER", "PHASES", "DecodeLedger", "EagerTally", "LimitFit", "call_limit", "eager_name",
+           "eager_phrase", "fitted_limit", "record_eager_batch", "warn_if_no_room"]
+
+PHASES = ("prefill", "decode")   # a batch's forward calls, in the order they run
 
 
 @dataclass
@@ -77,14 +80,14 @@ def fitted_limit(model: Any, planned: int) -> Iterator[LimitFit]:
 
 
 class DecodeLedger:
-    """Which decode shapes compiled, and which decode codes hit the limit (run-only now).
+    """Which shapes compiled, per phase, and which decode codes hit the limit (run-only now).
 
-    After a limit hit torch runs new shapes eager without a trace record; a batch that records
-    no compile ran compiled if its shape compiled before, eager if its code hit the limit.
+    After a limit hit torch runs new shapes eager without a trace record; a phase of a batch that
+    records no compile ran compiled if its shape compiled before, eager if its code hit the limit.
     ``torch.compiler.reset()`` (the code holds no graph at a call's start) forgets both."""
 
     def __init__(self) -> None:
-        self.compiled: dict[CodeType, set[tuple]] = {}   # code -> {(id(model), *batch key)}
+        self.compiled: dict[CodeType, set[tuple]] = {}   # code -> {(id(model), phase, *batch key)}
         self.hit: set[CodeType] = set()
 
     def begin(self, model: Any) -> None:
@@ -94,20 +97,21 @@ class DecodeLedger:
             self.hit.discard(code)
             self.compiled.pop(code, None)
 
-    def ran_eager(self, model: Any, key: tuple, decode_kinds: list[str]) -> bool:
-        """Whether the batch of shape ``key`` ran eager, given the kinds of the events its decode
-        function recorded during the batch; remembers the outcome."""
+    def ran_eager(self, model: Any, key: tuple, kinds: list[str], phase: str = "decode") -> bool:
+        """Whether ``phase`` of the batch of shape ``key`` ran eager, given the kinds of the
+        events the decode code recorded for that phase during the batch; remembers the outcome.
+        Ask for the phases in the order they ran (a prefill's limit hit leaves its decode eager)."""
         code = decode_code(model)
         if code is None:
             return False
         keys = self.compiled.setdefault(code, set())
-        if "limit_hit" in decode_kinds:
+        if "limit_hit" in kinds:
             self.hit.add(code)
             return True
-        if any(k in ("first", "recompile") for k in decode_kinds):
-            keys.add((id(model), *key))
+        if any(k in ("first", "recompile") for k in kinds):
+            keys.add((id(model), phase, *key))
             return False
-        return (id(model), *key) not in keys and code in self.hit
+        return (id(model), phase, *key) not in keys and code in self.hit
 
 
 LEDGER = DecodeLedger()
@@ -155,23 +159,66 @@ def eager_name(events: list[Any], raw_name: str, where: str) -> tuple[str, str]:
     return best.function, best.location
 
 
-def record_eager_batch(rec: Any, model: Any, seen: int, key: tuple[int, int, int], steps: int,
-                       backend: str | None, started_at: float) -> int:
-    """Record a batch's decode calls as one ``eager_fallback`` event when torch ran them
-    uncompiled (``rec.events[seen:]`` are the batch's events); returns how many it recorded.
-    ``key``: (rows, bucket, cache length); ``steps``: the decode calls of the batch."""
+def eager_phrase(calls: dict[str, int]) -> str:
+    """``4 prefill and 12 decode calls``, ``1 decode call``: the calls of each phase, in order."""
+    parts = [f"{n} {phase}" for phase, n in sorted(
+        calls.items(), key=lambda item: PHASES.index(item[0]) if item[0] in PHASES else 2) if n]
+    total = sum(calls.values())
+    return " and ".join(parts) + f" call{'' if total == 1 else 's'}" if parts else "0 calls"
+
+
+def _phase_of(event: Any) -> str | None:
+    """The phase a compile event names (``metrics["phase"]``), None where it names none."""
+    phase = event.metrics.get("phase") if isinstance(event.metrics, dict) else None
+    return phase if isinstance(phase, str) else None
+
+
+def record_eager_batch(rec: Any, model: Any, seen: int, key: tuple[int, int, int], prefill: bool,
+                       steps: int, backend: str | None, started_at: float) -> dict[str, int]:
+    """Record each phase of a batch that torch ran uncompiled (past the recompile limit) as an
+    ``eager_fallback`` event naming its phase (``rec.events[seen:]`` are the batch's events);
+    returns the calls recorded per phase. ``key``: (rows, bucket, cache length); ``prefill``:
+    the batch's prefill ran through the compiled forward (one call); ``steps``: its decode calls."""
     code = decode_code(model)
+    if code is None:
+        return {}
     where = location_of(code)
-    kinds = [e.kind for e in rec.events[seen:] if _raw_location(e) == where]
-    if code is None or steps <= 0 or not LEDGER.ran_eager(model, key, kinds):
-        return 0
+    batch = [e for e in rec.events[seen:] if _raw_location(e) == where]
+    planned = {"prefill": 1 if prefill else 0, "decode": max(steps, 0)}
+    ran = {phase: calls for phase, calls in planned.items() if calls and LEDGER.ran_eager(
+        model, key, [e.kind for e in batch if _phase_of(e) in (phase, None)], phase)}
     rows, bucket, cache_len = key
     function, location = eager_name(rec.events, code.co_name, where)
-    rec.record(kind="eager_fallback", function=function, location=location,
-               metrics={"frame": {"name": code.co_name, "location": where}},
-               backend=backend or "", started_at=started_at, calls=steps,
-               input_shapes={"input_ids": [rows, 1], "cache": [rows, cache_len]},
-               changed=f"bucket {bucket}, cache {cache_len}: no graph",
-               reasons=[f"{steps} decode calls ran eager: {code.co_name} is past "
-                        "torch._dynamo.config.recompile_limit (run-only for new shapes)"])
-    return steps
+    for phase, calls in ran.items():
+        rec.record(kind="eager_fallback", function=function, location=location,
+                   metrics={"phase": phase, "frame": {"name": code.co_name, "location": where}},
+                   backend=backend or "", started_at=started_at, calls=calls,
+                   input_shapes={"input_ids": [rows, bucket if phase == "prefill" else 1],
+                                 "cache": [rows, cache_len]},
+                   changed=f"bucket {bucket}, cache {cache_len}: no {phase} graph",
+                   reasons=[f"{eager_phrase({phase: calls})} ran eager: {code.co_name} is past "
+                            "torch._dynamo.config.recompile_limit (run-only for new shapes)"])
+    return ran
+
+
+class EagerTally:
+    """The forward calls of one ``nk.generate`` call that ran eager past the recompile limit,
+    per phase (:func:`record_eager_batch`, batch by batch)."""
+
+    def __init__(self) -> None:
+        self.calls = dict.fromkeys(PHASES, 0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def prefill(self) -> int:
+        return self.calls["prefill"]
+
+    def record(self, rec: Any, model: Any, seen: int, key: tuple[int, int, int],
+               prefill: bool, steps: int, backend: str | None, started_at: float) -> None:
+        """:func:`record_eager_batch`, its calls added to the tally."""
+        for phase, n in record_eager_batch(rec, model, seen, key, prefill, steps, backend,
+                                           started_at).items():
+            self.calls[phase] += n

@@ -259,15 +259,17 @@ def test_numbers_out_of_range_never_reach_the_outputs(tmp_path, capsys):
 
     path, png, trace = tmp_path / "log.jsonl", tmp_path / "t.png", tmp_path / "t.json"
     _out_of_range_log(path)
-    with pytest.warns(UserWarning, match=r"skipped 8 bad lines: line 5 \(duration_s"):
-        assert main(["report", str(path), "--json", "--png", str(png), "--chrome-trace",
-                     str(trace)]) == 0
-    data = json.loads(capsys.readouterr().out, parse_constant=_no_constant)
-    assert data["counts"]["events"] == 3 and data["wall_time_s"] == 20.0
+    assert main(["report", str(path), "--json", "--png", str(png), "--chrome-trace",
+                 str(trace)]) == 0
+    out, err = capsys.readouterr()
+    assert "skipped 1 bad line: line 12 (wall_time_s" in err  # the values go, their events stay
+    assert "dropped 7 bad field values of 7 events" in err and "line 5 event 3 (duration_s" in err
+    data = json.loads(out, parse_constant=_no_constant)
+    assert data["counts"]["events"] == 10 and data["wall_time_s"] == 20.0
     json.loads(trace.read_text(), parse_constant=_no_constant)
     assert png.read_bytes().startswith(PNG_SIGNATURE)
-    with pytest.warns(UserWarning, match="skipped 8 bad lines"):
-        assert main(["report", str(path), "--limit", "all"]) == 0
+    assert main(["report", str(path), "--limit", "all"]) == 0
+    with pytest.warns(UserWarning, match="dropped 7 bad field values"):
         save_png(dashboard_chart(CompileLog.load(path)), tmp_path / "dashboard.png")
     assert max(map(len, capsys.readouterr().out.splitlines())) <= 120
 

@@ -171,3 +171,18 @@ def test_what_caused_a_graph_break():
         assert text.break_cause(reason)[0] == cause, reason
     assert text.break_cause(list(cases)[2])[1] == "an unsupported builtin (`posix.getpid`)"
     assert text.break_cause("Missing tp_iternext\n more") == ("other", "Missing tp_iternext")
+
+
+def test_a_variable_captured_by_a_module_hook_names_the_hook_and_its_module():
+    # transformers 5.25 guards a value a forward pre-hook of k_norm captured; the owner came out
+    # as "[0]]" before (notebook 05 with the newest releases)
+    from neuronkit.sources.torch_text import _guard_name
+
+    hooks = "L['self']._modules['self_attn']._modules['k_norm']._forward_pre_hooks"
+    source = f"{hooks}[list(dict.keys({hooks}))[0]].__closure__[1].cell_contents"
+    assert _guard_name(source) == ("a variable captured by a forward pre-hook of "
+                                   "self.self_attn.k_norm")
+    assert _guard_name("L['m']._backward_hooks[0].__closure__[0].cell_contents") == \
+        "a variable captured by a backward hook of m"
+    assert _guard_name("L['self']._modules['k'].forward.__closure__[1].cell_contents") == \
+        "a variable captured by self.k.forward"

@@ -256,7 +256,7 @@ def test_report_is_deterministic_for_the_same_events(tmp_path):
     a = report.format_report(make_log(known_events(t0=1000.0)))
     shifted = report.format_report(make_log(known_events(t0=5000.0)))  # another day, same run
     assert a == shifted
-    log = make_log(known_events())
+    log = make_log(known_events(), wall=60.0)  # closed: a log saved without one reads as killed
     path = log.save(tmp_path / "log.jsonl")
     assert report.format_report(path) == report.format_report(log)
     copies = [dataclasses.replace(e) for e in log.events]

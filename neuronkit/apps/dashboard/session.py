@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from traitlets import Bool, Enum, HasTraits, Instance, Int, List, Unicode
 
+from neuronkit.advice.excerpts import cut_long
 from neuronkit.apps.dashboard.inputs import (
     CPU_BACKENDS,
     DEFAULT_BOUNDARIES,
@@ -111,9 +112,9 @@ class Session(HasTraits):
         """A replay offers what the log was recorded with (no torch, no model)."""
         if self.mode == "live":
             self.mode = "replay"
-        self.device_options = [str(header_field(log, "device") or "unknown")]  # else the events'
-        self.device = self.device_options[0]
-        self.backend_options = [str(header_field(log, "backend") or "unknown")]
+        self.device_options = [cut_long(str(header_field(log, "device") or "unknown"))]  # else
+        self.device = self.device_options[0]  # the events'; a 20 MB name by its start
+        self.backend_options = [cut_long(str(header_field(log, "backend") or "unknown"))]
         self.backend = self.backend_options[0]
         self.device_note = (f"recorded on {self.device} with the {self.backend!r} backend; "
                             f"{self.no_model_reason}")

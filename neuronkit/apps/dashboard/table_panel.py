@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable
 
 import ipywidgets as w
 
+from neuronkit.advice.excerpts import cut_long
 from neuronkit.apps.dashboard.controls import row, styled
 from neuronkit.apps.dashboard.exports import download_link
 from neuronkit.log.compile_log import CompileLog
@@ -25,10 +26,11 @@ _DEFAULT_QUERY = (ALL, ALL, ALL, "", ARRIVAL, True)  # what a new EventTable sho
 
 
 def _choices(values: Iterable[Any], everything: str) -> list[tuple[str, Any]]:
-    """Dropdown (label, value) pairs, labels cleaned (a log's names may hold anything)."""
+    """Dropdown (label, value) pairs, labels cleaned (a log's names may hold anything: a 20 MB
+    name is read by its start)."""
     out: list[tuple[str, Any]] = [(everything, ALL)]
     for value in values:
-        label = " ".join(strip_control(value, keep_newlines=False).split()) or "?"
+        label = " ".join(strip_control(cut_long(value), keep_newlines=False).split()) or "?"
         out.append((label if len(label) <= 60 else label[:59] + "…", value))
     return out
 
