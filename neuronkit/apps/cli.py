@@ -78,7 +78,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.yes and not args.prune:
         raise ValueError("--yes confirms --prune; add --prune to remove leftovers")
     report = inspect_cache(args.dir, layout=args.layout)
-    if not args.prune or not report.exists:
+    if not args.prune or (not report.exists and args.dir is None):
         print(terminal_safe(report))  # no default folder yet: no error; a named one: a typo
         return 0 if report.exists or args.dir is None else EXIT_ERROR
     result = prune_cache(args.dir, layout=args.layout, dry_run=not args.yes)

@@ -270,7 +270,8 @@ def _name_lines(na: str, nb: str, label_width: int) -> tuple[int, list[str]]:
 
 def comparison_text(cmp: Comparison, limit: int = LIST_LIMIT) -> str:
     """The comparison as plain, terminal-safe text: the table, the headline, what changed.
-    Nothing is cut: long names and entries wrap within ``WIDTH``."""
+    Nothing is cut (long names and entries wrap within ``WIDTH``) but a field longer than any
+    recorder writes, read by its start and length."""
     na, nb = _line(cmp.a.name), _line(cmp.b.name)
     rows = _rows(cmp)
     label_width = max(len(r[0]) for r in rows)

@@ -8,7 +8,9 @@ same events (times are offsets from the first event), so notebooks can compare i
 that came from the log (names, reasons, context, header fields) is passed through
 ``terminal_safe``: no control character or escape sequence reaches the terminal. A long value
 wraps inside its column; the event table's context alone is cut past its row's lines, and a
-cell shows at most ``CELL_CHARS`` characters. Columns and wraps: ``text_layout.py``; the one pass
+cell shows at most ``CELL_CHARS`` characters. A field longer than any recorder writes (a hostile
+log's 20 MB reason) is read by its start and length (``… (20,000,000 chars)``), so it costs what
+a short one does; ``--json`` keeps it whole. Columns and wraps: ``text_layout.py``; the one pass
 over the log: ``report_facts.py``; the JSON report: ``report_json.py``.
 """
 from __future__ import annotations
