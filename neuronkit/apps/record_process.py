@@ -99,8 +99,12 @@ def _attach_to_trainer(module: ModuleType, recorder: CompileRecorder) -> None:
         original(self, *args, **kwargs)
         handler = getattr(self, "callback_handler", None)
         present = getattr(handler, "callbacks", [])
-        if not any(isinstance(c, CompileEventsCallback) and c.recorder is recorder
-                   for c in present):  # the script's own callback labels only its own recorder
+        ours = [c for c in present if isinstance(c, CompileEventsCallback)]
+        if any(c.recorder is recorder for c in ours):
+            return
+        if ours and handler is not None:  # the script's labels only its recorder; add_callback warns
+            handler.callbacks.append(CompileEventsCallback(recorder, quiet=True))  # "already one"
+        else:
             self.add_callback(CompileEventsCallback(recorder, quiet=True))
     trainer_class.__init__ = __init__
 

@@ -195,3 +195,32 @@ def test_a_find_spec_before_the_import_does_not_use_up_the_hook(tmp_path, monkey
     finally:
         sys.modules.pop("nk_probe_module", None)
         import_hooks._AFTER.waiting.pop("nk_probe_module", None)
+
+
+def test_a_trainer_with_its_own_callback_gets_ours_without_transformers_warning(tmp_path):
+    import logging
+
+    from transformers import Trainer, TrainingArguments
+
+    class MyTrainer(Trainer):
+        pass
+
+    with nk.CompileRecorder() as mine, nk.CompileRecorder() as rec:
+        record_process._attach_to_trainer(types.SimpleNamespace(Trainer=MyTrainer), rec)
+        args = TrainingArguments(str(tmp_path), max_steps=1, use_cpu=True, report_to=[],
+                                 save_strategy="no", disable_tqdm=True)
+        data = [{"inputs": torch.ones(4), "labels": torch.tensor(1.0)}] * 2
+        said: list[str] = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+        callbacks_log = logging.getLogger("transformers.trainer_callback")  # transformers does
+        callbacks_log.addHandler(handler)                                   # not propagate
+        try:
+            trainer = MyTrainer(model=TinyRegression(4), args=args, train_dataset=data,
+                                callbacks=[nk.CompileEventsCallback(mine)])
+        finally:
+            callbacks_log.removeHandler(handler)
+    recorders = [c.recorder for c in trainer.callback_handler.callbacks
+                 if isinstance(c, nk.CompileEventsCallback)]
+    assert recorders == [mine, rec]
+    assert not [m for m in said if "there is already one" in m]
