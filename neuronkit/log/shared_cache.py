@@ -28,6 +28,7 @@ import dataclasses
 from typing import Any
 
 from neuronkit.events.event import BUILD_KINDS, CompileEvent
+from neuronkit.events.facts import number
 
 __all__ = ["wait_seconds", "wait_text", "WAITED", "mark_waits", "neff_keys", "waited_for"]
 
@@ -69,8 +70,8 @@ def wait_text(event: CompileEvent) -> str:
 
 
 def _number(value: Any) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-    return float(value) if ok else None
+    n = number(value)  # finite only: an infinite time or wait is no time
+    return None if n is None else float(n)
 
 
 def _build_end(event: CompileEvent) -> float | None:

@@ -64,12 +64,7 @@ def _module() -> Any | None:
 
 def _compiled_graphs() -> int | None:
     """torch-neuronx's count of graphs it compiled, without synchronizing; None off Neuron."""
-    if _module() is None:
-        return None
-    from torch._dynamo.utils import counters
-
-    neuron = counters.get("neuron")
-    return int(neuron.get("compiled_graphs", 0)) if neuron is not None else 0
+    return None if _module() is None else state.compiled_graphs()
 
 
 class NeuronSource:

@@ -36,8 +36,8 @@ from typing import Any
 
 from neuronkit.setup.device import loaded_neuronx_attr
 
-__all__ = ["blocking", "cache_in_use", "graph_keys", "graph_keys_before", "is_graph_key", "op_of_key",
-           "ops_executed", "python_kernel_keys", "python_neffs_written"]
+__all__ = ["blocking", "cache_in_use", "compiled_graphs", "graph_keys", "graph_keys_before",
+           "is_graph_key", "op_of_key", "ops_executed", "python_kernel_keys", "python_neffs_written"]
 
 _GRAPH_KEY = re.compile(r"^[0-9a-f]{64}(_|$)")          # sha256 base key of a compiled graph
 _HASH_DIR = re.compile(r"^[0-9a-f]{64}$")               # the Python layout's <h>
@@ -77,7 +77,8 @@ def op_of_key(key: str) -> str:
     return head if not rest or _AFTER_OP.match(rest) or rest.startswith("_") else "?"
 
 
-def _compiled_graphs() -> int:
+def compiled_graphs() -> int:
+    """torch-neuronx's count of graphs it compiled (``counters["neuron"]``), without a sync."""
     from torch._dynamo.utils import counters
 
     neuron = counters.get("neuron")
@@ -95,7 +96,7 @@ def ops_executed(module: Any) -> bool:
 def cache_in_use(module: Any) -> bool:
     """Whether the job has created torch-neuronx's compilation cache (see the module docstring):
     reading it now changes nothing the job would have chosen."""
-    if _compiled_graphs() > 0:
+    if compiled_graphs() > 0:
         return True
     try:
         if module.is_neuron_runtime_initialized():
@@ -105,11 +106,17 @@ def cache_in_use(module: Any) -> bool:
     return ops_executed(module)
 
 
+def _backend_metrics() -> list[Any] | None:
+    """The backend's private list of per-graph metrics (``neuron_dynamo_backend/metrics.py``)."""
+    entries = loaded_neuronx_attr("neuron_dynamo_backend.metrics", "_compilation_metrics")
+    return entries if isinstance(entries, list) else None
+
+
 def graph_keys_before(module: Any) -> set[str] | None:
     """The graph keys torch-neuronx's backend has recorded so far (no sync, no cache call), or
     None where its private list is not there."""
-    entries = loaded_neuronx_attr("neuron_dynamo_backend.metrics", "_compilation_metrics")
-    if not isinstance(entries, list):
+    entries = _backend_metrics()
+    if entries is None:
         return None
     return {str(getattr(e, "graph_id", "")) for e in list(entries)} - {""}
 
@@ -117,8 +124,8 @@ def graph_keys_before(module: Any) -> set[str] | None:
 def graph_keys(lo: int, hi: int) -> list[str] | None:
     """The cache keys of the backend's graphs ``lo`` to ``hi`` (indices into its list, which
     ``reset_dynamo_metrics`` clears with the counter), or None where not readable."""
-    entries = loaded_neuronx_attr("neuron_dynamo_backend.metrics", "_compilation_metrics")
-    if not isinstance(entries, list) or len(entries) < hi:
+    entries = _backend_metrics()
+    if entries is None or len(entries) < hi:
         return None
     return [str(getattr(e, "graph_id", "")) for e in entries[lo:hi]]
 
