@@ -46,6 +46,8 @@ _EXPORTS: dict[str, str] = {
     "follow": "log.follow", "Follower": "log.follow",
     # advice and apps
     "diagnose": "advice.diagnose", "Advice": "advice.finding",
+    "diff_logs": "advice.run_diff", "RunDiff": "advice.run_diff",
+    "check_cache": "advice.cache_check", "CacheCheck": "advice.cache_check",
     "compile_budget": "apps.budget", "CompileBudgetExceeded": "apps.budget",
 }
 
@@ -54,8 +56,10 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from typing import Any
 
+    from .advice.cache_check import CacheCheck, check_cache
     from .advice.diagnose import diagnose
     from .advice.finding import Advice
+    from .advice.run_diff import RunDiff, diff_logs
     from .apps.budget import CompileBudgetExceeded, compile_budget
     from .events.event import CompileEvent
     from .events.schema import LogFormatError

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["BUILD_KINDS", "FIELDS", "GRAPH_KINDS", "KINDS", "NEFF_CACHE_STATES", "UPDATABLE",
+__all__ = ["BUILD_KINDS", "FIELDS", "GRAPH_KINDS", "KEY_CACHES", "KINDS", "NEFF_CACHE_STATES", "UPDATABLE",
            "CompileEvent", "EventKind", "fields_of"]
 
 EventKind = Literal["first", "recompile", "limit_hit", "failed", "eager_fallback", "kernels",
@@ -23,7 +23,10 @@ GRAPH_KINDS: tuple[str, ...] = ("first", "recompile")  # the kinds that build a 
 BUILD_KINDS: tuple[str, ...] = (*GRAPH_KINDS, "backward")
 # where a graph's NEFF came from on Neuron: built by neuronx-cc, the disk cache, the in-memory cache
 NEFF_CACHE_STATES: tuple[str, ...] = ("compiled", "disk_hit", "memory_hit")
-UPDATABLE: tuple[str, ...] = ("neff_compile_s", "neff_cache")  # fields an update line may set
+UPDATABLE: tuple[str, ...] = ("neff_compile_s", "neff_cache", "cache_key")  # an update line may set
+# the caches a build looks up (``CompileEvent.cache_key``): inductor's FX graph cache and
+# AOTAutograd cache (states hit / miss / bypass) and torch-neuronx's NEFF cache (NEFF_CACHE_STATES)
+KEY_CACHES: tuple[str, ...] = ("fx_graph", "aot_autograd", "neff")
 
 
 @dataclass(slots=True)
@@ -35,6 +38,10 @@ class CompileEvent:
     ``forecast`` when counted on a machine without Neuron, as what Neuron would compile), or the
     backward graph of a compile, built at its first ``.backward()`` (``backward``), or eager ops
     that fell back to CPU on Neuron since the last safe point (``cpu_fallback``: ``ops``).
+
+    ``cache_key``: the build's cache lookups, in order, each ``{"cache", "key", "state"}`` (a
+    bypass adds ``"reason"``; a NEFF its ``"persistent_key"``); what each key is made of is
+    kept once per key in the log (``log/key_parts.py``).
 
     ``duration_s`` is Dynamo's time (for ``kernels``: their compile seconds where known). On
     Neuron ``neff_compile_s`` is the neuronx-cc build of the event's graphs, which runs after
@@ -65,6 +72,7 @@ class CompileEvent:
     kernels: int = 0
     ops: dict[str, int] = field(default_factory=dict)
     forecast: bool = False
+    cache_key: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def neff_in_duration(self) -> bool:

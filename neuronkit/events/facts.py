@@ -152,7 +152,8 @@ def _plain(e: CompileEvent) -> bool:
             is type(e.device) is type(e.changed) is type(e.kind) is type(e.context) is str
             and (e.neff_cache is None or type(e.neff_cache) is str)
             and type(e.input_shapes) is type(e.metrics) is type(e.ops) is dict
-            and type(e.reasons) is list and type(e.forecast) is bool)
+            and type(e.reasons) is list and type(e.forecast) is bool
+            and type(e.cache_key) is list and (not e.cache_key or _lookups(e.cache_key) is e.cache_key))
 
 
 def _only(values: Iterable[Any], *types: type) -> bool:
@@ -190,6 +191,17 @@ def _shapes(value: Any) -> dict[str, list[int | str]]:
             if isinstance(dims, (list, tuple)) else ["?"] for name, dims in value.items()}
 
 
+def _lookups(value: Any) -> list[dict[str, str | None]]:
+    """Cache lookups as objects of texts (None kept); what is no object is left out."""
+    if type(value) is list and all(type(lk) is dict and all(
+            type(k) is str and (v is None or type(v) is str) for k, v in lk.items()) for lk in value):
+        return value
+    if not isinstance(value, (list, tuple)):
+        return []
+    return [{text_of(k): v if v is None or type(v) is str else text_of(v) for k, v in lk.items()}
+            for lk in value if isinstance(lk, dict)]
+
+
 def _reasons(value: Any) -> list[str]:
     if type(value) is list and _only(value, str):
         return value
@@ -210,6 +222,7 @@ _CONTAINERS: dict[str, Callable[[Any], Any]] = {
     "input_shapes": _shapes, "reasons": _reasons, "ops": _ops,
     "forecast": lambda v: v if type(v) is bool else v is True,
     "metrics": lambda v: v if isinstance(v, dict) else {},
+    "cache_key": _lookups,
     "neff_cache": lambda v: v if v is None or type(v) is str else text_of(v)}
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from itertools import chain
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
 
 import msgspec
 
@@ -38,14 +38,15 @@ __all__ = ["EVENT_LINE_START", "FORMAT", "FORMAT_VERSION", "MAX_COUNT", "MAX_DEP
            "update_problem", "wall_problem", "clock_problem"]
 
 FORMAT = "neuronkit-compile-log"
-FORMAT_VERSION = 3  # 2: update lines, kinds "kernels" and "graph_break", neff_* / kernels / ops
-# 3: kinds "backward" and "cpu_fallback"
+FORMAT_VERSION = 4  # 2: update lines, kinds "kernels" and "graph_break", neff_* / kernels / ops
+# 3: kinds "backward" and "cpu_fallback"; 4: field cache_key and key_parts lines
 # what an event line must name to be an event (a ``{}`` line once became a graph at t=0); the
 # other fields take their defaults, as in version 1 lines written without the newer ones
 REQUIRED: tuple[str, ...] = ("seq", "function")
 MAX_SECONDS = 1e9  # durations and wall times: 31 years
 MAX_TIME = 1e10  # |started_at|: epoch seconds up to the year 2286
 MAX_COUNT = 2**53 - 1  # counts, ranks, seq, input sizes: exact in a double (JSON in a browser)
+MAX_LOOKUPS = 64  # cache lookups of one build (two or three in practice)
 MAX_DEPTH = 8  # lists and objects nested in a metrics value (the msgspec type grows 2x a level)
 _METRIC_INT = 2**63  # integers in metrics: 64 bits, -2**63 <= n < 2**63
 
@@ -69,7 +70,8 @@ _TYPES: dict[str, tuple[type, ...]] = {  # the JSON types of each field (bool is
     "device": (str,), "started_at": _NUMBER, "duration_s": _NUMBER, "input_shapes": (dict,),
     "changed": (str,), "reasons": (list,), "kind": (str,), "graph_count": (int,), "rank": (int,),
     "context": (str,), "metrics": (dict,), "calls": (int,), "neff_compile_s": (int, float, type(None)),
-    "neff_cache": (str, type(None)), "kernels": (int,), "ops": (dict,), "forecast": (bool,)}
+    "neff_cache": (str, type(None)), "kernels": (int,), "ops": (dict,), "forecast": (bool,),
+    "cache_key": (list,)}
 _WORDS = {(int,): "an integer", _NUMBER: "a number", (str,): "a string", (dict,): "an object",
           (list,): "a list", (bool,): "true or false", (int, float, type(None)): "a number or null",
           (str, type(None)): "a string or null"}
@@ -131,6 +133,7 @@ class EventLine(msgspec.Struct, kw_only=True):
     kernels: _Count = 0
     ops: dict[str, _Count] = {}
     forecast: bool = False
+    cache_key: list[dict[str, Optional[str]]] = []
 
 
 _EVENT_LINES = msgspec.json.Decoder(list[EventLine])
@@ -206,7 +209,8 @@ def event_problem(data: dict[str, Any], checked: set[tuple]) -> str | None:
             and _STR_TYPE.issuperset(map(type, get("reasons", ())))
             and (not get("ops") or all(type(n) is int and 0 <= n <= MAX_COUNT
                                        for n in data["ops"].values()))
-            and (not get("metrics") or _metrics_problem(data["metrics"]) is None)):
+            and (not get("metrics") or _metrics_problem(data["metrics"]) is None)
+            and (not get("cache_key") or lookups_problem(data["cache_key"]) is None)):
         return None
     return explain_event(data)
 
@@ -259,6 +263,16 @@ def _form_problem(data: dict[str, Any]) -> str | None:
     return None
 
 
+def lookups_problem(lookups: Any) -> str | None:
+    """``cache_key``: a list of objects of strings (or null), at most ``MAX_LOOKUPS``."""
+    if type(lookups) is not list or len(lookups) > MAX_LOOKUPS:
+        return f"cache_key: expected a list of at most {MAX_LOOKUPS} lookups, got {show(lookups)}"
+    for lookup in lookups:
+        if type(lookup) is not dict or not all(type(v) is str or v is None for v in lookup.values()):
+            return f"cache_key: expected objects of strings, got {show(lookup)}"
+    return None
+
+
 def _bad_values(data: dict[str, Any]) -> list[tuple[str, str]]:
     """The values of a well-formed event line (:func:`_form_problem`) out of their bounds, as
     (field, why); each is dropped from ``data`` (nested objects replaced, not changed)."""
@@ -291,6 +305,10 @@ def _bad_values(data: dict[str, Any]) -> list[tuple[str, str]]:
                    for name, dims in shapes.items() if not all(map(_size_ok, dims)))
         data["input_shapes"] = {name: [d if _size_ok(d) else "?" for d in dims]
                                 for name, dims in shapes.items()}
+    lookups = lookups_problem(data.get("cache_key", []))
+    if lookups:
+        bad.append(("cache_key", lookups))
+        data["cache_key"] = []
     for name, check in (("ops", lambda op, n: _count_problem(f"ops: {op!r}", n)),
                         ("metrics", lambda key, value: _metrics_problem({key: value}))):
         items = data.get(name, _EMPTY)
@@ -318,6 +336,8 @@ def update_problem(data: dict[str, Any]) -> str | None:
     cache = data.get("neff_cache")
     if cache is not None and cache not in _CACHE_SET:
         return f"neff_cache: expected one of {', '.join(NEFF_CACHE_STATES)} or null, got {show(cache)}"
+    if "cache_key" in data and lookups_problem(data["cache_key"]):
+        return lookups_problem(data["cache_key"])
     return _seconds_problem("neff_compile_s", data.get("neff_compile_s"), nullable=True)
 
 

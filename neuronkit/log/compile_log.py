@@ -23,12 +23,13 @@ import threading
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from neuronkit.events.event import GRAPH_KINDS, UPDATABLE, CompileEvent, fields_of
 from neuronkit.events.facts import compile_seconds, function_labels, in_start_order, neff_seconds, shape_key
 from neuronkit.events.schema import FORMAT, FORMAT_VERSION
 from neuronkit.log.file_lock import FileHold, Signature, lock_new, signature
+from neuronkit.log.key_parts import KeyParts
 from neuronkit.log.reader import read_log
 from neuronkit.sources.trace_import import read_torch_trace
 
@@ -47,6 +48,7 @@ class CompileLog:
         self.wall_time_s: float | None = self.header.get("wall_time_s")
         self.closed: bool | None = None  # read from a file: its writer stopped after its last line
         self.clock: dict[str, Any] | None = None  # {"barrier_at": t}: see set_clock
+        self.key_parts = KeyParts()  # what each cache key its events name is made of
         self._lock = threading.Lock()
         self._torn = False  # a write failed, maybe mid-line: the next line starts on a new one
         self._hold: FileHold | None = None  # on the path this log writes (one file, one writer)
@@ -100,6 +102,14 @@ class CompileLog:
             self.clock = clock
             if self.path is not None:
                 self._append_line(json.dumps({"clock": clock}))
+
+    def add_key_parts(self, cache: str, key: str, parts: Mapping[str, tuple[str, str]]) -> None:
+        """Keep what cache key ``key`` is made of (part name -> (digest, text)), once per key;
+        the file gets a ``{"key_parts": ...}`` line with the texts it does not hold yet."""
+        with self._lock:
+            line = self.key_parts.add(cache, key, parts)
+            if line is not None and self.path is not None:
+                self._append_line(json.dumps({"key_parts": line}), sync=False)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the whole log (header + events) to ``path`` in one step (a crash mid-save leaves
@@ -214,6 +224,8 @@ class CompileLog:
                 fh.write(json.dumps(header, default=str) + "\n")
                 if self.clock is not None:
                     fh.write(json.dumps({"clock": self.clock}) + "\n")
+                for line in self.key_parts.lines():
+                    fh.write(json.dumps({"key_parts": line}) + "\n")
                 for event in self.events:
                     fh.write(json.dumps(fields_of(event), default=str) + "\n")
             os.fsync(fd)
@@ -246,6 +258,7 @@ class CompileLog:
         log.path = path
         log.wall_time_s = wall_time_s
         log.closed, log.clock = state.closed, state.clock
+        log.key_parts = state.key_parts or log.key_parts
         log._size = (signature(path) or (0, 0, 0, 0))[2]  # appends check the file is still whole
         return log
 
@@ -253,8 +266,11 @@ class CompileLog:
     def from_torch_trace(cls, folder: str | os.PathLike[str]) -> "CompileLog":
         """Read the trace files torch writes under ``TORCH_TRACE=folder`` (see
         :mod:`neuronkit.sources.trace_import`); bad lines are skipped with one warning per file."""
-        header, events = read_torch_trace(folder)
-        return cls(events, header=header)
+        header, events, parts = read_torch_trace(folder)
+        log = cls(events, header=header)
+        for key, (cache, key_parts) in parts.items():
+            log.add_key_parts(cache, key, key_parts)
+        return log
 
     # -- views -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -368,7 +384,9 @@ class CompileLog:
         header.pop("unclosed_ranks", None)
         if unclosed:
             header["unclosed_ranks"] = unclosed
-        return cls(events, header=header)
+        merged = cls(events, header=header)
+        merged.key_parts.merge(log.key_parts for log in logs)
+        return merged
 
 
 def _refuse_special(path: Path) -> None:

@@ -158,6 +158,7 @@ class Follower:
             event.seq = len(self.log.events)
             self.log.events.append(event)
         self._merge_header()
+        self.log.key_parts.merge(t.reader.key_parts for t in self._tails.values() if t.reader)
         return new
 
     def _merge_header(self) -> None:

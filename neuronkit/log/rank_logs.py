@@ -119,6 +119,7 @@ def _copy(log: CompileLog, events: list) -> CompileLog:
     copy = CompileLog(events, header=log.header)
     copy.path, copy.wall_time_s, copy.clock, copy.closed = (log.path, log.wall_time_s, log.clock,
                                                            log.closed)
+    copy.key_parts = log.key_parts
     return copy
 
 

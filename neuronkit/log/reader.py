@@ -46,6 +46,7 @@ from neuronkit.events.schema import (
     wall_problem,
 )
 from neuronkit.log.gc_pause import paused_gc
+from neuronkit.log.key_parts import KeyParts, key_parts_problem
 from neuronkit.safe import strip_control
 
 __all__ = ["LogReader", "LogState", "read_log"]
@@ -76,17 +77,19 @@ def read_log(path: Path) -> tuple[dict[str, Any], list[CompileEvent], float | No
         if tail:
             reader.line(number, tail, terminated=False)
     wall = reader.finish()
-    return header, reader.events, wall, LogState(reader.closed, reader.clock)
+    return header, reader.events, wall, LogState(reader.closed, reader.clock, reader.key_parts)
 
 
 @dataclass(frozen=True)
 class LogState:
     """What a log's lines say of its writer: ``closed`` (its recorder stopped after its last
     event: a wall-time line came last; False for a writer killed or still running) and
-    ``clock`` (``{"barrier_at": t, ...}``: this host's wall time at a point all ranks passed)."""
+    ``clock`` (``{"barrier_at": t, ...}``: this host's wall time at a point all ranks passed),
+    ``key_parts`` (what each cache key is made of)."""
 
     closed: bool = True
     clock: dict[str, Any] | None = None
+    key_parts: KeyParts | None = None  # what each cache key is made of (``key_parts`` lines)
 
 
 _SHOWN = 10  # bad lines named in the warning; the rest are counted
@@ -135,6 +138,7 @@ class LogReader:
         self.open = True   # no wall-time line after the last event or update (yet)
         self.saved = False
         self.clock: dict[str, Any] | None = None
+        self.key_parts = KeyParts()
         self._strings: dict[str, str] = {}  # one copy of each repeated name, place and label
 
     def _text(self, number: int, raw: bytes) -> str:
@@ -263,6 +267,11 @@ class LogReader:
             problem = clock_problem(data["clock"])
             if problem is None:
                 self.clock = data["clock"]
+                return
+        elif "key_parts" in data:
+            problem = key_parts_problem(data["key_parts"])
+            if problem is None:
+                self.key_parts.take_line(data["key_parts"])
                 return
         elif "format" in data:
             problem = "a second header line: two writers shared this file"

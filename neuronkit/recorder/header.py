@@ -8,6 +8,7 @@ from neuronkit._version import __version__
 from neuronkit.events.facts import NEURONX_FIELD
 from neuronkit.events.schema import FORMAT, FORMAT_VERSION
 from neuronkit.setup import device as setup_device
+from neuronkit.setup.packages import package_version
 
 __all__ = ["default_header", "detected"]
 
@@ -18,6 +19,8 @@ def default_header(device: str = "", backend: str = "", **extra: Any) -> dict[st
     for name in ("torch", "transformers"):
         versions[name] = setup_device.package_version(name)
     versions[NEURONX_FIELD] = setup_device.torch_neuronx_version()
+    if versions[NEURONX_FIELD] is not None:  # the compiler: not part of a NEFF's key (diff says so)
+        versions["neuronx_cc"] = package_version("neuronx-cc")
     return {"format": FORMAT, "version": FORMAT_VERSION, **versions,
             "device": device, "backend": backend, **extra}
 

@@ -35,6 +35,7 @@ from neuronkit.recorder.header import default_header, detected
 from neuronkit.recorder.log_file import LogFile
 from neuronkit.setup import device as setup_device
 from neuronkit.setup.process import default_rank
+from neuronkit.sources.cache_keys import parts_of
 from neuronkit.sources.dynamo import TAP, add_recompile_context
 from neuronkit.sources.neuron import NEURON
 from neuronkit.sources.sink import say
@@ -241,6 +242,7 @@ class CompileRecorder:
         memory even when the file cannot be written."""
         event: CompileEvent | None = None
         with self._file.writing("an update", self.active):
+            self.write_key_parts(fields.get("cache_key") or [])
             event = self.log.update(seq, **fields)
         if event is None:  # the write failed after the fields were set
             event = next(e for e in self.log.events if e.seq == seq)
@@ -261,7 +263,8 @@ class CompileRecorder:
         event = dataclasses.replace(
             event, device=event.device or self.device, backend=event.backend or self.backend,
             rank=self.rank, context=self._context_of(event),
-            metrics={**event.metrics, **notes} if notes else dict(event.metrics))
+            metrics={**event.metrics, **notes} if notes else dict(event.metrics),
+            cache_key=[dict(lookup) for lookup in event.cache_key])
         if event.kind in GRAPH_KINDS and (event.function, event.location) not in self._variants:
             # this recorder's first graph of the variant: a graph of a code object compiled
             # before it started (an earlier recording's) is said so, not called a recompile
@@ -270,6 +273,7 @@ class CompileRecorder:
                 event.kind, event.changed = "first", ""
                 event.metrics["code_graphs_before"] = max(event.graph_count - 1, 1)
         with self._file.writing("a compile event", self.active):
+            self.write_key_parts(event.cache_key)  # what its keys are made of, once per key
             self.log.append(event)  # in memory first: a failed write does not lose it
         self._in_progress.end_compile(event)
         for fn in list(self._subscribers):
@@ -278,6 +282,14 @@ class CompileRecorder:
             except Exception as exc:
                 self._subscriber_failed(exc)
         return event
+
+    def write_key_parts(self, lookups: list[dict[str, Any]]) -> None:
+        """Keep in the log what each looked-up key is made of (the sources hold the parts of
+        the last keys; a key this log has already is not written again)."""
+        for lookup in lookups:
+            found = parts_of(lookup.get("key"))
+            if found is not None and lookup["key"] not in self.log.key_parts:
+                self.log.add_key_parts(found[0], lookup["key"], found[1])
 
     def _context_of(self, event: CompileEvent) -> str:
         """The label an event gets: the thread's, but a backward graph's is its forward

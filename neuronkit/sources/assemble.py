@@ -46,6 +46,8 @@ class TracedParts:
     backend: str | None = None
     device: str | None = None
     breaks: list[BreakSite] = field(default_factory=list)       # graph breaks, in trace order
+    dtypes: dict[str, str] = field(default_factory=dict)        # input name -> dtype
+    lookups: list[dict[str, Any]] = field(default_factory=list)  # cache lookups (cache_keys.py)
 
 
 @dataclass
@@ -322,6 +324,8 @@ def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
     metrics: dict[str, Any] = {"dynamo": {k: m[k] for k in KEPT_METRICS
                                           if m.get(k) not in (None, [], "")}}
     metrics.update(_frame_metrics(name))
+    if parts.dtypes:
+        metrics["input_dtypes"] = {n: parts.dtypes[n] for n in shapes if n in parts.dtypes}
     if kind == "first" and isinstance(cached, int) and cached > 0:
         metrics["code_graphs_before"] = cached  # other variants' graphs, or earlier recordings
     if limit is not None:
@@ -344,7 +348,8 @@ def assemble(parts: TracedParts, m: dict[str, Any], note: dict[str, Any] | None,
         started_at=float(m.get("start_time") or time.time()),
         duration_s=float(m.get("entire_frame_compile_time_s") or 0.0),
         input_shapes=shapes, changed=changed, reasons=reasons, kind=kind,
-        graph_count=state.graphs, metrics=metrics)
+        graph_count=state.graphs, metrics=metrics,
+        cache_key=list(parts.lookups) if kind in ("first", "recompile") else [])
 
 
 def break_events(parts: TracedParts, compiled: CompileEvent, name: FrameName) -> list[CompileEvent]:
@@ -361,7 +366,8 @@ def break_events(parts: TracedParts, compiled: CompileEvent, name: FrameName) ->
         for site in parts.breaks]
 
 
-def backward_event(m: dict[str, Any], forward: CompileEvent | None, key: tuple) -> CompileEvent:
+def backward_event(m: dict[str, Any], forward: CompileEvent | None, key: tuple,
+                   lookups: list[dict[str, Any]] | None = None) -> CompileEvent:
     """The backward graph of a compile, from torch's ``bwd_compilation_metrics`` record:
     AOTAutograd builds it lazily at the graph's first ``.backward()`` (and on Neuron its NEFF
     build follows). It belongs to its forward compile (``forward``: same compile id, function,
@@ -379,4 +385,6 @@ def backward_event(m: dict[str, Any], forward: CompileEvent | None, key: tuple) 
         duration_s=duration_us / 1e6 if isinstance(duration_us, (int, float)) else 0.0,
         changed="backward graph", kind="backward", graph_count=fwd.graph_count,
         reasons=[f"the backward graph of compile {compile_id}, built at its first .backward()"],
-        metrics={"dynamo": dynamo, **{k: v for k, v in fwd.metrics.items() if k in ("frame", "phase")}})
+        metrics={"dynamo": dynamo, **{k: v for k, v in fwd.metrics.items()
+                                      if k in ("frame", "phase", "input_dtypes")}},
+        cache_key=list(lookups or ()))

@@ -42,6 +42,7 @@ from neuronkit.sources.assemble import (
     break_events,
     name_frame,
 )
+from neuronkit.sources.cache_keys import CACHE_ARTIFACTS, lookup_of
 from neuronkit.sources.neuron import NEURON, awaits_build
 from neuronkit.sources.sink import EventSink, say
 from neuronkit.sources.starts import CompileStart, device_start
@@ -164,9 +165,9 @@ class _Tap(logging.Handler):
             self._finish(key, md["compilation_metrics"])
             return
         if "bwd_compilation_metrics" in md:  # the lazy backward graph, at the first .backward()
-            self.pending.pop(key, None)
+            lookups = (self.pending.pop(key, None) or TracedParts()).lookups  # its cache lookups
             self._hand_out(backward_event(md["bwd_compilation_metrics"], self.forwards.get(key),
-                                          key))
+                                          key, lookups))
             return
         if any(name.endswith("compilation_metrics") for name in md):  # runtime
             self.pending.pop(key, None)
@@ -179,17 +180,25 @@ class _Tap(logging.Handler):
             return
         if key not in self.pending and len(self.pending) > 64:  # never finished: drop the oldest
             self.pending.pop(next(iter(self.pending)))
-        parts = self.pending.setdefault(key, TracedParts())
+        self._on_part(key, self.pending.setdefault(key, TracedParts()), md, payload)
+
+    def _on_part(self, key: tuple, parts: TracedParts, md: dict[str, Any], payload: Any) -> None:
+        """One traced part of a compile: an input tensor, its source, an artifact (recompile
+        reasons, a graph break, a cache lookup), or the output graph (all inputs traced)."""
         if "describe_tensor" in md:
             t = md["describe_tensor"]
             size = None if t.get("is_parameter") else t.get("size")
-            parts.tensors[(t.get("describer_id"), t.get("id"))] = (size, t.get("device"))
+            parts.tensors[(t.get("describer_id"), t.get("id"))] = (size, t.get("device"),
+                                                                   t.get("dtype"))
         elif "describe_source" in md:
             s = md["describe_source"]
-            size, device = parts.tensors.get((s.get("describer_id"), s.get("id")), (None, None))
+            size, device, dtype = parts.tensors.get((s.get("describer_id"), s.get("id")),
+                                                    (None, None, None))
             source = str(s.get("source", ""))
             if size is not None and "._parameters[" not in source and "._buffers[" not in source:
                 parts.inputs[input_name(source)] = list(size)
+                if dtype:
+                    parts.dtypes[input_name(source)] = str(dtype).removeprefix("torch.")
                 parts.device = parts.device or parse_device(device)  # where it really ran
                 if len(parts.inputs) == 1:  # the first input: its start shows something at once
                     self._traced(key, parts, done=False)
@@ -197,6 +206,10 @@ class _Tap(logging.Handler):
             name = md["artifact"].get("name")
             if name == "recompile_reasons":
                 parts.reasons = parse_reasons(payload)
+            elif name in CACHE_ARTIFACTS:  # an FX graph or AOTAutograd cache lookup
+                lookup = lookup_of(name, payload)
+                if lookup is not None and len(parts.lookups) < 16:
+                    parts.lookups.append(lookup)
             elif name == "dynamo_graph_break_reason":
                 site = break_site(payload)
                 if site is not None:

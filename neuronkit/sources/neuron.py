@@ -27,6 +27,7 @@ from typing import Any, Callable, Protocol
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.setup.device import loaded_neuronx
 from neuronkit.sources import neuron_state as state
+from neuronkit.sources.cache_keys import neff_lookup, persistent_reader
 from neuronkit.sources.neuron_state import is_graph_key, op_of_key
 from neuronkit.sources.sink import say
 
@@ -208,11 +209,12 @@ class NeuronSource:
                  cache_entries: Callable[[], list[dict[str, Any]] | None]) -> None:
         cache = cache_entries()
         built = None if cache is None else {str(e.get("cache_key", "")) for e in cache}
+        persistent = persistent_reader(_module())
         for event in pending:
             epoch, lo, hi = event.metrics["neuron_graphs"]
             if epoch != self._epoch or hi > len(entries):
                 continue  # its table was reset before the times were read: unknowable now
-            seconds, states = 0.0, []
+            seconds, states, lookups = 0.0, [], []
             for index in range(lo, hi):
                 entry = entries[index]
                 graph_id = str(getattr(entry, "graph_id", ""))
@@ -231,8 +233,11 @@ class NeuronSource:
                     states.append("disk_hit")     # read from disk: stored with 0 ms
                 else:
                     states.append("")             # not built (failed or evicted): unknown
+                if graph_id:  # the NEFF key, its file's name and what the key is made of
+                    lookups.append(neff_lookup(graph_id, states[-1] or None, persistent))
             state = next((s for s in ("compiled", "disk_hit", "memory_hit") if s in states), None)
-            recorder.update(event.seq, neff_compile_s=round(seconds, 6), neff_cache=state)
+            recorder.update(event.seq, neff_compile_s=round(seconds, 6), neff_cache=state,
+                            cache_key=[*event.cache_key, *lookups])
 
     def _cache_entries(self, module: Any) -> list[dict[str, Any]] | None:
         """``_C._get_compilation_cache_entries()`` (in-memory entries, no sync), or None."""

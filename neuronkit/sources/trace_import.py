@@ -38,6 +38,7 @@ from neuronkit.sources.assemble import (
     backward_event,
     break_events,
 )
+from neuronkit.sources.cache_keys import CACHE_ARTIFACTS, lookup_of
 from neuronkit.sources.torch_logs import trace_file_rank, trace_record
 from neuronkit.sources.torch_text import break_site, input_name, parse_device, parse_reasons
 
@@ -115,6 +116,7 @@ class _FileReader:
         self.frames: dict[Any, FrameName] = {}            # frame_id -> its last name
         self.functions: dict[tuple[str, str], FunctionState] = {}
         self.torch_version: str | None = None
+        self.key_parts: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {}
 
     def read(self) -> list[CompileEvent]:
         for record in _records(self.path, self.bad):
@@ -167,6 +169,10 @@ class _FileReader:
             site = break_site(payload)
             if site is not None:
                 self._parts(key).breaks.append(site)
+        elif name in CACHE_ARTIFACTS:  # an FX graph or AOTAutograd cache lookup, with its parts
+            lookup = lookup_of(name, payload, keep=self.key_parts)
+            if lookup is not None:
+                self._parts(key).lookups.append(lookup)
         elif name == "torch_version" and payload:
             try:
                 self.torch_version = str(json.loads(payload).get("pytorch_version") or "") or None
@@ -191,7 +197,7 @@ class _FileReader:
         wanted = str(m.get("compile_id") or f"{key[0]}/{key[1]}")
         forward = next((e for e in reversed(self.events) if e.kind in GRAPH_KINDS
                         and e.compile_id == wanted), None)
-        event = backward_event(m, forward, key)
+        event = backward_event(m, forward, key, (self.pending.pop(key, None) or TracedParts()).lookups)
         event.rank, event.context = self.rank or 0, forward.context if forward else ""
         problem = explain_event(event.to_dict())
         if problem is not None:
@@ -252,9 +258,14 @@ def _recompile_limit(m: dict[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else _DEFAULT_LIMIT
 
 
-def read_torch_trace(folder: str | os.PathLike[str]) -> tuple[dict[str, Any], list[CompileEvent]]:
-    """The log header and the events of the torch trace files (``*.log``) in ``folder`` (or one
-    file); ``CompileLog.from_torch_trace`` makes them a log."""
+KeyPartsFound = dict[str, tuple[str, dict[str, tuple[str, str]]]]
+
+
+def read_torch_trace(folder: str | os.PathLike[str]
+                     ) -> tuple[dict[str, Any], list[CompileEvent], KeyPartsFound]:
+    """The log header, the events and the parts of the cache keys they name (key -> (cache,
+    parts)) of the torch trace files (``*.log``) in ``folder`` (or one file);
+    ``CompileLog.from_torch_trace`` makes them a log."""
     path = Path(folder)
     if path.is_file():
         files = [path]
@@ -274,11 +285,12 @@ def read_torch_trace(folder: str | os.PathLike[str]) -> tuple[dict[str, Any], li
     version = next((r.torch_version for r in readers if r.torch_version), None)
     if version:
         header["torch"] = version
+    parts = {k: v for r in readers for k, v in r.key_parts.items()}
     if len(readers) == 1:
         events = readers[0].events
         for seq, event in enumerate(events):
             event.seq = seq
-        return header, events
+        return header, events, parts
     events = in_start_order(r.events for r in readers)
     header["ranks"] = sorted({e.rank for e in events})
-    return header, events
+    return header, events, parts

@@ -122,7 +122,8 @@ def test_two_logs_of_the_same_rank_get_a_note(tmp_path, capsys):
     rank_log(tmp_path / "a.jsonl", 0, [1.0])
     rank_log(tmp_path / "b.jsonl", 0, [2.0])
     assert main(["report", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]) == 0
-    assert "both hold rank 0" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "both hold rank 0" in err and "compare them: neuronkit diff" in err
 
 
 def test_limit_shows_the_most_recent_events(tmp_path, capsys):

@@ -280,7 +280,7 @@ def test_update_lines_are_checked_like_events(tmp_path):
     assert (log.events[0].neff_compile_s, log.events[0].neff_cache) == (94.2, "compiled")
     assert (log.events[1].kind, log.events[1].neff_compile_s, log.events[1].neff_cache) == (
         "recompile", None, None)
-    assert "line 5 (kind: an update line may set only neff_compile_s, neff_cache)" in message
+    assert "line 5 (kind: an update line may set only neff_compile_s, neff_cache, cache_key)" in message
     assert "line 6 (neff_compile_s: expected a number or null, got 'slow')" in message
     assert "line 7 (neff_cache: expected one of compiled" in message
     assert "line 8 (updates event 7, which the log does not hold)" in message

@@ -42,8 +42,10 @@ def test_neff_times_resolve_at_the_safe_point_with_one_synchronize(clean_env, tm
     lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert lines[0]["version"] == FORMAT_VERSION
     updates = [line for line in lines if "update" in line]
-    assert updates == [{"update": 0, "neff_compile_s": 95.5, "neff_cache": "compiled"},
-                       {"update": 1, "neff_compile_s": 0.0, "neff_cache": "disk_hit"}]
+    assert [{k: v for k, v in u.items() if k != "cache_key"} for u in updates] == [
+        {"update": 0, "neff_compile_s": 95.5, "neff_cache": "compiled"},
+        {"update": 1, "neff_compile_s": 0.0, "neff_cache": "disk_hit"}]
+    assert [[lk["state"] for lk in u["cache_key"]] for u in updates] == [["compiled"], ["disk_hit"]]
     loaded = CompileLog.load(tmp_path / "log.jsonl")
     assert [(e.neff_compile_s, e.neff_cache) for e in loaded.events] == [
         (95.5, "compiled"), (0.0, "disk_hit")]

@@ -47,12 +47,14 @@ RECORDED = {**dict.fromkeys(("seq", "graph_count", "rank", "calls", "kernels"), 
             **dict.fromkeys(("started_at", "duration_s", "neff_compile_s"), float),
             **dict.fromkeys(("compile_id", "function", "location", "backend", "device",
                              "changed", "kind", "context", "neff_cache"), str),
-            "input_shapes": dict, "reasons": list, "metrics": dict, "ops": dict, "forecast": bool}
+            "input_shapes": dict, "reasons": list, "metrics": dict, "ops": dict, "forecast": bool,
+            "cache_key": list}
 # the recorded container types holding what they should not
 CONTENTS = {"input_shapes": [{"x": [1, {"a": 1}, None, IMG]}, {5: [1]}, {None: [2]},
                              {"x": 3}, {"x": None}, {IMG: "ab"}],
             "reasons": [[None, 5, IMG], [Odd()]], "ops": [{IMG: IMG}, {5: None}],
-            "metrics": [{"neff_in_duration": IMG}]}
+            "metrics": [{"neff_in_duration": IMG}],
+            "cache_key": [[IMG, {"cache": IMG, "key": 5, "state": None}], [{"key": Odd()}]]}
 
 
 def wrong_values(field: str) -> list:
@@ -186,3 +188,13 @@ def test_readable_events_are_the_events_themselves_when_well_typed():
     assert all(a is b for a, b in zip(readable(events), events, strict=True))
     copied = readable([good(0), good(1, duration_s="2")])
     assert copied[1].duration_s == 0.0 and copied[1].started_at == 101.0
+
+
+def test_cache_lookups_of_the_wrong_type_read_as_none():
+    """An in-memory event whose ``cache_key`` is no list of lookups (a number field of another
+    type makes views read every field): read as the lookups it holds, never a KeyError."""
+    from neuronkit.events.facts import readable
+
+    odd = [CompileEvent(function="f", duration_s=1, cache_key="x"),
+           CompileEvent(function="g", duration_s=1, cache_key=[{"cache": "fx_graph"}, 5])]
+    assert [e.cache_key for e in readable(odd)] == [[], [{"cache": "fx_graph"}]]
