@@ -41,7 +41,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("cache-runs")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "NEURON"))}
     env.update(TORCHINDUCTOR_CACHE_DIR=str(root / "inductor"), NEURONKIT_CPU_BACKEND="inductor")
-    _record("runs/1", env, root)
+    _record("runs/1", {**env, "TORCH_TRACE": str(root / "trace")}, root)  # torch's trace too
     _record("runs/2", env, root)
     shutil.copytree(root / "inductor", root / "before-3")  # the cache as run 3 found it
     _record("runs/3", {**env, "TORCHINDUCTOR_FREEZING": "1"}, root)
@@ -53,6 +53,36 @@ def test_run_1_builds_run_2_loads_run_3_builds(runs):
     (one,), (two,), (three,) = (_fx(root / "runs" / n) for n in "123")
     assert one[0] == "miss" and two == ("hit", one[1])
     assert three[0] == "miss" and three[1] != one[1]
+
+
+def test_each_key_is_written_once_with_its_parts(runs):
+    """Run 1's log: the FX graph lookup on its event, what the key is made of (the graph's code,
+    the input's dtype and shape, inductor's settings) in one ``key_parts`` line per key."""
+    root, _ = runs
+    (log_file,) = (root / "runs" / "1").glob("*.jsonl")
+    log = open_log(log_file)
+    ((state, key),) = _fx(root / "runs" / "1")
+    parts = log.key_parts.described(key)
+    assert "torch.Size([4, 32])" in parts["example_inputs[0]"] and "float32" in parts["example_inputs[0]"]
+    assert "aten.mm" in parts["gm"] and parts["inductor_config[freezing]"] == "False"
+    lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+    written = [line["key_parts"]["key"] for line in lines if "key_parts" in line]
+    assert len(written) == len(set(written)) and key in written
+    assert [e.metrics["input_dtypes"] for e in log.events if e.kind == "first"] == [
+        {"x": "float32", "weight": "float32"}]
+
+
+def test_a_torch_trace_folder_gives_the_same_lookups_and_parts(runs):
+    """The TORCH_TRACE files of run 1 carry the same cache artifacts: read after the fact, the
+    build has the same lookup and its key's parts."""
+    from neuronkit.log.compile_log import CompileLog
+
+    root, _ = runs
+    traced = CompileLog.from_torch_trace(root / "trace")
+    (event,) = [e for e in traced.events if e.kind == "first"]
+    (fx,) = [(lk["state"], lk["key"]) for lk in event.cache_key if lk["cache"] == "fx_graph"]
+    assert [fx] == _fx(root / "runs" / "1")
+    assert traced.key_parts.described(fx[1]) == open_log(root / "runs" / "1").key_parts.described(fx[1])
 
 
 def test_diff_names_the_changed_setting_of_the_rebuilt_graph(runs):

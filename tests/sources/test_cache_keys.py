@@ -48,28 +48,6 @@ def test_the_neff_key_names_its_parts(flags):
     assert neff_parts("aten::add.Tensor_t0_(2, 3)_torch.float32_trn2_2_O1_x") is None
 
 
-def test_cpu_inductor_lookups_are_recorded_with_their_parts_once(tmp_path, monkeypatch,
-                                                                compiler_reset):
-    """A real inductor compile: its FX graph lookup (key, miss) lands on the event, and the
-    key's parts (the graph's code, the input's dtype and shape, torch's version, inductor's
-    settings) are written once in the log; the log reads back the same."""
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    fn = torch.compile(lambda x: (x * 2).sin() + 1, backend="inductor")
-    with nk.CompileRecorder(log_path=tmp_path / "run.jsonl") as rec:
-        fn(torch.ones(4, 8))
-    (event,) = [e for e in rec.log.events if e.kind == "first"]
-    fx = [lk for lk in event.cache_key if lk["cache"] == "fx_graph"]
-    assert len(fx) == 1 and fx[0]["state"] == "miss" and fx[0]["key"]
-    assert event.metrics["input_dtypes"] == {"x": "float32"}
-    loaded = CompileLog.load(tmp_path / "run.jsonl")
-    parts = loaded.key_parts.described(fx[0]["key"])
-    assert "torch.Size([4, 8])" in parts["example_inputs[0]"]
-    assert "sin" in parts["gm"] and parts["inductor_config[freezing]"] == "False"
-    assert loaded.events[0].cache_key == event.cache_key
-    lines = (tmp_path / "run.jsonl").read_text().splitlines()
-    assert sum('"key_parts"' in line for line in lines) == 1
-
-
 def test_a_neff_lookup_names_its_persistent_key_and_flags(clean_env, tmp_path, monkeypatch):
     """Through the fake: each graph's NEFF lookup (key, state, the file's persistent key) is set
     at the safe point, and two runs with other NEURON_CC_FLAGS differ in that part alone."""
@@ -92,25 +70,6 @@ def test_a_neff_lookup_names_its_persistent_key_and_flags(clean_env, tmp_path, m
         assert rec.log.events[0].cache_key == built.cache_key
     assert {n for n in described[0] if described[0][n] != described[1][n]} == {"NEURON_CC_FLAGS"}
     assert (described[0]["NEURON_CC_FLAGS"], described[1]["NEURON_CC_FLAGS"]) == ("-O1", "-O2")
-
-
-@pytest.mark.slow
-def test_a_torch_trace_folder_gives_the_lookups_and_their_parts(tmp_path):
-    """TORCH_TRACE files carry the same cache artifacts: a trace folder read after the fact has
-    each build's lookups and what its keys are made of."""
-    import subprocess
-    import sys
-
-    script = ("import torch\n"
-              "torch.compile(lambda x: (x * 2).sin() + 1, backend='inductor')(torch.ones(4, 8))\n")
-    env = {**__import__("os").environ, "TORCH_TRACE": str(tmp_path / "trace"),
-           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=300)
-    log = CompileLog.from_torch_trace(tmp_path / "trace")
-    (event,) = [e for e in log.events if e.kind == "first"]
-    (fx,) = [lk for lk in event.cache_key if lk["cache"] == "fx_graph"]
-    assert fx["state"] == "miss"
-    assert "torch.Size([4, 8])" in log.key_parts.described(fx["key"])["example_inputs[0]"]
 
 
 def test_a_neuron_log_header_names_the_compiler_version(clean_env, monkeypatch):
