@@ -36,7 +36,7 @@ def main(folder: Path = HERE) -> Path:
     prompts = ["hi", "the compiler builds", "the compiler builds one graph for every shape",
                "hi"]
     out = Path(folder) / "sample_neuron_log.jsonl"
-    with tempfile.TemporaryDirectory() as tmp, installed_fake() as fake:
+    with tempfile.TemporaryDirectory() as tmp, installed_fake(build_type="DEV") as fake:
         @torch.compiler.disable
         def prefill_kernels(module, args, kwargs):  # the eager ops native Neuron runs to prefill
             ids = kwargs.get("input_ids")
