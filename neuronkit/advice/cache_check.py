@@ -21,6 +21,7 @@ from typing import Any
 
 from neuronkit.events.event import BUILD_KINDS, CompileEvent
 from neuronkit.events.facts import as_events, shape_key
+from neuronkit.log.open import open_log
 from neuronkit.safe import strip_control, terminal_safe
 from neuronkit.setup.cache_lookup import DIR_ENV, cache_dir_for, find_entry
 from neuronkit.setup.cache_native import cache_switch
@@ -239,8 +240,10 @@ def _folders(families: set[str], cache_dir: str | os.PathLike[str] | None
 
 
 def check_cache(log: Any, cache_dir: str | os.PathLike[str] | None = None) -> CacheCheck:
-    """Whether each graph ``log`` (a CompileLog or events) compiled will load from
-    ``cache_dir`` (default: the folder each recorded lookup's cache uses here)."""
+    """Whether each graph ``log`` (a CompileLog, events, a log file or a run folder) compiled
+    will load from ``cache_dir`` (default: the folder each recorded lookup's cache uses here)."""
+    if isinstance(log, (str, os.PathLike)):
+        log = open_log(log)
     events = [e for e in as_events(log) if e.kind in BUILD_KINDS]
     families = {_cache_family(str(lk.get("cache"))) for e in events
                 for lk in (e.cache_key if isinstance(e.cache_key, list) else [])

@@ -24,6 +24,7 @@ from neuronkit.advice.limits import limit_findings
 from neuronkit.advice.neuron import fallback_findings, kernel_findings, neff_findings, sync_mode_findings
 from neuronkit.advice.ranks import group_findings, rank_findings
 from neuronkit.advice.recompiles import shape_findings
+from neuronkit.advice.refused import refused_findings
 from neuronkit.advice.shapes import DECODE, PREFILL, graphs_per_rank
 from neuronkit.advice.timing import compile_share
 from neuronkit.advice.uncompiled import uncompiled_findings
@@ -113,7 +114,7 @@ def _diagnose(events: list[CompileEvent], multiple_of: int | None,
     found += rank_findings(events, labels) + neff_findings(events) + kernel_findings(events)
     found += fallback_findings(events)
     found += sync_mode_findings(events)
-    found += uncompiled_findings(events)
+    found += uncompiled_findings(events) + refused_findings(events)
     graphs = {} if found else {f: graphs_per_rank(evs) for f, evs in by_function.items()}
     if not found and all(n <= 1 for n in graphs.values()):
         found.append(Advice(

@@ -24,6 +24,7 @@ from neuronkit.apps.cli_warmup import add_warmup_command
 from neuronkit.safe import terminal_safe
 
 if TYPE_CHECKING:
+    from neuronkit.advice.bill import Bill
     from neuronkit.log.compile_log import CompileLog
 
 __all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "main"]
@@ -35,7 +36,7 @@ exit codes:
   1  cache --prune: some leftovers could not be removed; diff --fail-on: a gate failed;
      cache check: a graph would build
   {EXIT_ERROR}  error: a missing or unreadable log or folder, an output that cannot be written,
-     a bad argument
+     a bad argument, a report --calibrate log with fewer than 5 NEFF builds
   {EXIT_FINDINGS}  report --fail-on SEVERITY: a finding at or above SEVERITY (the report is printed)
 """
 
@@ -45,8 +46,15 @@ REPORT_EPILOG = """\
 --json prints one object: format ("neuronkit-report"), version, logs, device, backend, ranks,
 wall_time_s, compile_s, neff_s, share_of_wall, counts {events, shown, not_shown, graphs, kinds,
 advice}, worst_severity, summary [per-function rows], advice [{severity, title, detail, fix,
-numbers}], events [the shown events: CompileEvent fields plus t_s and label]. Text from the log
-is printed without control characters or escape sequences; JSON escapes it (ASCII only).
+numbers}], events [the shown events: CompileEvent fields plus t_s and label]; and, where there is
+a compile bill (below), bill {basis, model, counts, priced seconds, rows, refusals,
+calibration}. Text from the log is printed without control characters or escape
+sequences; JSON escapes it (ASCII only).
+
+The compile bill opens the report of a log recorded with --as-neuron, or of any log given
+--calibrate NEURON_LOG: the graphs and eager kernels Neuron would build, priced at an assumed
+60 s a graph and 2 s a kernel, or by a model fitted on NEURON_LOG's own NEFF builds (at least 5;
+its leave-one-out error is printed). Counts and seconds are a rehearsal, never a measurement.
 
 """
 
@@ -90,6 +98,23 @@ def _load(paths: list[Path]) -> "CompileLog":
     return CompileLog.merge(logs)
 
 
+def _bill(log: "CompileLog", calibrate_path: str | None) -> "Bill | None":
+    """The compile bill: of a log recorded as_neuron, or any log when a calibration log is
+    named (a bad or short one: ValueError, exit 2)."""
+    from neuronkit.advice.bill import as_neuron_of, compile_bill
+    from neuronkit.advice.calibrate import calibrate
+    from neuronkit.log.open import open_log
+
+    if calibrate_path is None:
+        return compile_bill(log) if as_neuron_of(log) is not None else None
+    try:
+        neuron_log = open_log(calibrate_path)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ValueError(f"--calibrate {calibrate_path}: {why}") from exc
+    return compile_bill(log, calibrate(neuron_log, source=calibrate_path))
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from neuronkit.advice.diagnose import diagnose
     from neuronkit.advice.finding import SEVERITIES
@@ -102,12 +127,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     trace = output_path(args.chrome_trace, paths, ".trace.json")
     page = output_path(args.html, paths, ".html")
     log = _load(paths)
+    bill = _bill(log, args.calibrate)  # before any output: a bad calibration log prints nothing
     advice, summary = diagnose(log), log.summary()
     if args.json:
+        from neuronkit.views.bill_text import bill_data
+
         data = report_data(log, limit=args.limit, advice=advice, summary=summary)
         data["logs"] = [str(p) for p in paths]
+        if bill is not None:  # a key only where there is a bill: other logs keep their shape
+            data["bill"] = bill_data(bill)
         print_out(json.dumps(data, indent=2, ensure_ascii=True, default=str))
     else:
+        if bill is not None:
+            from neuronkit.views.bill_text import bill_text
+
+            print_out(bill_text(bill, width=terminal_width()) + "\n")
         print_out(format_report(log, limit=args.limit, advice=advice, summary=summary,
                              width=terminal_width()))
     notes = sys.stderr if args.json else sys.stdout  # JSON on stdout stays parseable
@@ -124,7 +158,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from neuronkit.views.report_page import write_report_page
 
         write_output("HTML report", page, lambda: write_report_page(
-            log, page, advice=advice, summary=summary, limit=args.limit), notes)
+            log, page, advice=advice, summary=summary, limit=args.limit, bill=bill), notes)
     if args.fail_on:
         worst = SEVERITIES[: SEVERITIES.index(args.fail_on) + 1]
         failing = [a for a in advice if a.severity in worst]
@@ -173,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="print the events, summary and advice of compile logs",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=REPORT_EPILOG + EXIT_CODES,
         usage="%(prog)s [LOG [LOG ...]] [--limit N|all] [--json] [--fail-on warning|critical]\n"
-              "                        [--png PATH] [--chrome-trace PATH] [--html PATH]",
+              "                        [--png PATH] [--chrome-trace PATH] [--html PATH]\n"
+              "                        [--calibrate NEURON_LOG]",
         description="Print the compile report of one log, or of several merged in start-time\n"
                     "order (one per rank: neuronkit report logs/*.jsonl). With no LOG: the latest\n"
                     "run under ./neuronkit-logs (neuronkit record's) or ./compile-log.jsonl,\n"
@@ -201,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", default=None, metavar="PATH",
                    help="also write the report as one self-contained HTML page here, charts "
                         "inline, nothing fetched (a folder: <log stem>.html in it)")
+    p.add_argument("--calibrate", default=None, metavar="NEURON_LOG",
+                   help="price the compile bill by a model fitted on this Neuron log's own NEFF "
+                        "builds (at least 5 with their seconds), and print the bill first")
     p.set_defaults(func=cmd_report)
 
     add_cache_command(sub)

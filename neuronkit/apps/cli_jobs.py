@@ -34,7 +34,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         print("neuronkit record: error: give the command to run after --, e.g. "
               "neuronkit record -- torchrun --nproc_per_node=2 train.py", file=sys.stderr)
         return 2
-    return record(command, args.log_dir)
+    return record(command, args.log_dir, as_neuron=args.as_neuron)
 
 
 def log_paths(args: Sequence[str], command: str = "report") -> list[Path]:
@@ -109,6 +109,10 @@ def add_job_commands(sub: Any) -> None:
                    help="write a .pth hook into this environment instead: then NEURONKIT_RECORD=DIR "
                         "alone records (for scripts you cannot wrap, e.g. under SLURM)")
     p.add_argument("--remove-hook", action="store_true", help="remove that .pth hook")
+    p.add_argument("--as-neuron", action="store_true",
+                   help="record with Neuron's compile rules on any device: static shapes, graphs "
+                        "with symbolic shapes flagged, backward graphs traced, eager ops forecast "
+                        "as Neuron kernels (a rehearsal: the counts are forecasts)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     p.set_defaults(func=cmd_record)
 

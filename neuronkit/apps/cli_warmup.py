@@ -1,5 +1,7 @@
 """``neuronkit warmup MODEL``: compile every graph of a serving plan before serving, with a
-progress bar, and write the manifest of what was compiled."""
+progress bar, and write the manifest of what was compiled. ``neuronkit warmup --manifest M -j N``
+(no MODEL): build the graphs of a run that ``neuronkit record`` recorded (its ``manifest.json``)
+in N processes sharing one cache (``apps/precompile.py``)."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +15,36 @@ from neuronkit.safe import terminal_safe
 __all__ = ["add_warmup_command", "cmd_warmup"]
 
 
+def cmd_precompile(args: argparse.Namespace) -> int:
+    """``warmup --manifest M -j N [--cache DIR]``: a line per shard, then the totals; 1 if a
+    shard failed (its stderr's tail shown)."""
+    from neuronkit.apps.precompile import precompile
+    from neuronkit.workloads.run_manifest import load_manifest
+
+    if args.manifest is None:
+        raise ValueError("name a MODEL (a serving warm-up), or --manifest RUN/manifest.json "
+                         "(the graphs of a run neuronkit record recorded)")
+    manifest = load_manifest(args.manifest)
+    counts = manifest.counts
+    print(terminal_safe(f"warm-up of {counts['graphs']} graph(s) ({counts['forward']} forward, "
+                        f"{counts['backward']} backward) of `{' '.join(manifest.command)}` in "
+                        f"{args.jobs} process(es); by the manifest, forward graphs per shard: "
+                        f"{manifest.shards(args.jobs)} (a backward graph is built with its "
+                        "forward graph)"), flush=True)
+    result = precompile(manifest, args.jobs, cache=None if args.cache is None else Path(args.cache),
+                        on_event=lambda line: print(terminal_safe(line), flush=True))
+    for run in result.shards:
+        if not run.ok:
+            print(terminal_safe(f"shard {run.index + 1}/{run.shards} stderr (last lines):\n"
+                                f"{run.stderr_tail}"), file=sys.stderr)
+    print(terminal_safe(f"built {result.built} of the manifest's {counts['forward']} forward "
+                        f"graph(s) in {result.seconds:.1f} s with "
+                        f"{len(result.shards)} process(es)"
+                        + ("" if result.ok else f"; {sum(not r.ok for r in result.shards)} "
+                                               "shard(s) failed")))
+    return 0 if result.ok else 1
+
+
 def cmd_warmup(args: argparse.Namespace) -> int:
     from statistics import fmean
 
@@ -22,6 +54,10 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     from neuronkit.setup.models import load_model, load_tokenizer
     from neuronkit.workloads.warm_up import WarmupStep, warmup
 
+    if args.model is None:
+        return cmd_precompile(args)
+    if args.jobs != 1 or args.cache is not None:
+        raise ValueError("-j and --cache go with --manifest M and no MODEL")
     for option, path in (("--manifest", args.manifest), ("--log", args.log)):
         if path is not None and Path(path).is_dir():
             raise ValueError(f"{option} {path} is a folder: name a file in it")
@@ -74,8 +110,11 @@ def add_warmup_command(sub: Any) -> None:
     p = sub.add_parser("warmup", help="compile every graph of a serving plan before serving",
                        description="Compile the decode graphs (and on Neuron the prefill kernels) "
                                    "of buckets x batch sizes at one max_new_tokens, then write a "
-                                   "manifest of what was compiled.")
-    p.add_argument("model", metavar="MODEL", help="model name or folder")
+                                   "manifest of what was compiled. With no MODEL, --manifest M -j N "
+                                   "builds the graphs of a recorded run (the manifest.json of "
+                                   "neuronkit record) in N processes sharing one cache.")
+    p.add_argument("model", metavar="MODEL", nargs="?", default=None,
+                   help="model name or folder (leave out with --manifest RUN_MANIFEST -j N)")
     p.add_argument("--buckets", type=int_list, default=[64, 128, 256], metavar="N,N,...",
                    help="prompt-length buckets (default 64,128,256)")
     p.add_argument("--batch-sizes", type=int_list, default=[1, 4], metavar="N,N,...",
@@ -88,6 +127,12 @@ def add_warmup_command(sub: Any) -> None:
     p.add_argument("--backend", default=None,
                    help="compile backend off Neuron (default: $NEURONKIT_CPU_BACKEND or eager)")
     p.add_argument("--manifest", default=None, metavar="PATH",
-                   help="write the warm-up manifest (JSON) here")
+                   help="with MODEL: write the warm-up manifest (JSON) here; without: the run "
+                        "manifest to warm up (a run folder's manifest.json)")
+    p.add_argument("-j", "--jobs", type=positive_int, default=1, metavar="N",
+                   help="without MODEL: processes building the run's graphs at once (default 1)")
+    p.add_argument("--cache", default=None, metavar="DIR",
+                   help="without MODEL: the cache they share (inductor's off Neuron, the NEFF "
+                        "cache on Neuron; default: what the environment names)")
     p.add_argument("--log", default=None, metavar="PATH", help="write the compile log (JSONL) here")
     p.set_defaults(func=cmd_warmup)

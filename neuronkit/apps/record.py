@@ -5,6 +5,8 @@ The command's processes find the hook through a ``sitecustomize.py`` in a tempor
 first on ``PYTHONPATH`` (the one it hides still runs), and ``$NEURONKIT_RECORD`` names the folder.
 ``--install-hook`` instead writes a ``.pth`` file into this Python's site-packages, so that setting
 ``NEURONKIT_RECORD=DIR`` alone records (a SLURM script you cannot wrap); ``--remove-hook`` removes it.
+``--as-neuron`` sets ``$NEURONKIT_AS_NEURON=1`` for the command: each process records with Neuron's
+compile rules (``nk.CompileRecorder(as_neuron=True)``), whatever the device.
 """
 from __future__ import annotations
 
@@ -65,16 +67,22 @@ def remove_hook() -> bool:
     return True
 
 
-def _environment(log_dir: Path, site: str) -> dict[str, str]:
+def _environment(log_dir: Path, site: str, as_neuron: bool = False) -> dict[str, str]:
     env = dict(os.environ)
     env[ENV] = str(log_dir.resolve())
+    if as_neuron:
+        from neuronkit.apps.record_process import AS_NEURON_ENV
+
+        env[AS_NEURON_ENV] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", "")) if p)
     return env
 
 
-def record(command: list[str], log_dir: str | os.PathLike[str] | None = None) -> int:
+def record(command: list[str], log_dir: str | os.PathLike[str] | None = None,
+           as_neuron: bool = False) -> int:
     """Run ``command`` with recording on in its Python processes; its exit code (a signal that
-    ended it: 128 + the signal, as a shell says)."""
+    ended it: 128 + the signal, as a shell says). ``as_neuron``: they record with Neuron's
+    compile rules."""
     if not command:
         raise ValueError("neuronkit record needs a command: neuronkit record -- python train.py")
     folder = Path(log_dir) if log_dir is not None else _new_run_dir()
@@ -82,7 +90,7 @@ def record(command: list[str], log_dir: str | os.PathLike[str] | None = None) ->
     with tempfile.TemporaryDirectory(prefix="neuronkit-record-") as site:
         Path(site, "sitecustomize.py").write_text(SITECUSTOMIZE)
         try:
-            proc = subprocess.Popen(command, env=_environment(folder, site))
+            proc = subprocess.Popen(command, env=_environment(folder, site, as_neuron))
         except OSError as exc:
             print(terminal_safe(f"neuronkit record: cannot run {command[0]!r}: {exc.strerror}"),
                   file=sys.stderr)
@@ -102,4 +110,19 @@ def record(command: list[str], log_dir: str | os.PathLike[str] | None = None) ->
         print(terminal_safe(f"neuronkit record: {len(logs)} log(s) in {folder}. View them: "
                             f"{view} | neuronkit watch {folder} | "
                             f"RecompileDashboard.follow({str(folder)!r})"), file=sys.stderr)
+        _write_manifest(folder, command)
     return code if code >= 0 else 128 - code
+
+
+def _write_manifest(folder: Path, command: list[str]) -> None:
+    """The run's manifest beside its logs (every graph it built, and the command: what
+    ``neuronkit warmup --manifest`` builds ahead of time); a failure is said, not raised."""
+    from neuronkit.workloads.run_manifest import write_run_manifest
+
+    try:
+        path = write_run_manifest(folder, command)
+    except (OSError, ValueError) as exc:
+        print(terminal_safe(f"neuronkit record: no manifest written: {exc}"), file=sys.stderr)
+        return
+    print(terminal_safe(f"neuronkit record: manifest {path}: neuronkit warmup --manifest {path} "
+                        "-j N builds its graphs ahead of time"), file=sys.stderr)

@@ -2,6 +2,8 @@
 its steps and generate calls labelled, its clock noted at the first barrier, stopped at exit.
 
 Started by the startup hook (``autorecord.py``) right after the process imported torch.
+``$NEURONKIT_AS_NEURON=1`` (``neuronkit record --as-neuron``): it records with Neuron's compile
+rules (``as_neuron=True``).
 """
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ from typing import Any
 
 from neuronkit.apps.import_hooks import after_import
 from neuronkit.recorder.recorder import CompileRecorder
+from neuronkit.sources.precompile_shard import install_shard_from_env
 
-__all__ = ["RANK_VARIABLES", "is_launcher", "log_name", "start"]
+__all__ = ["AS_NEURON_ENV", "RANK_VARIABLES", "is_launcher", "log_name", "start"]
 
 # where a launcher puts the process's rank: torchrun, SLURM, then a local rank
 RANK_VARIABLES = ("RANK", "SLURM_PROCID", "LOCAL_RANK")
+AS_NEURON_ENV = "NEURONKIT_AS_NEURON"  # "1" (record --as-neuron): record with Neuron's rules
 _CLOCK_KEY = "neuronkit/clock"
 _CLOCK_TIMEOUT_S = 120.0
 
@@ -68,7 +72,9 @@ def start(folder: str | os.PathLike[str]) -> CompileRecorder | None:
     path = _path(folder, host, rank)
     recorder = CompileRecorder(path, rank=rank or 0, header={
         "host": host, "pid": os.getpid(), "command": [str(a) for a in sys.argv[:64]],
-        "recorded_by": "neuronkit record", **ranks})
+        "recorded_by": "neuronkit record", **ranks},
+        as_neuron=os.environ.get(AS_NEURON_ENV) == "1")
+    install_shard_from_env()  # a warm-up shard (NEURONKIT_PRECOMPILE): builds only its graphs
     recorder.start()
     atexit.register(_stop, recorder, path, rank)
     after_import("transformers.trainer", lambda m: _attach_to_trainer(m, recorder))

@@ -18,6 +18,12 @@ callback); the failure is said once (all of them: ``rec.write_errors``).
 
 Compiles in progress: ``rec.compiling`` and ``rec.subscribe_starts(fn)`` (``CompileStart``, see
 ``sources/starts.py``): when a compile begins, when its input shapes are known, when it ends.
+
+``as_neuron=True``: Neuron's compile rules apply while it records, whatever the device
+(``sources/neuron_rules.py``): static shapes, graphs with symbolic shapes flagged
+(``metrics["refused_on_neuron"]``), backward graphs traced (``aot_eager`` for ``eager``), and the
+eager ops of the thread that started it forecast as Neuron kernels (``kernels`` events,
+``forecast=True``, one per safe point). A rehearsal: its counts are forecasts, not measurements.
 """
 from __future__ import annotations
 
@@ -28,19 +34,23 @@ import itertools
 import os
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.recorder.header import default_header, detected
 from neuronkit.recorder.log_file import LogFile
 from neuronkit.setup import device as setup_device
 from neuronkit.setup.process import default_rank
+from neuronkit.sources import neuron_rules
 from neuronkit.sources.cache_keys import parts_of
 from neuronkit.sources.dynamo import TAP, add_recompile_context
 from neuronkit.sources.neuron import NEURON
 from neuronkit.sources.sink import say
 from neuronkit.sources.starts import CompileStart, InProgress
 from neuronkit.sources.subscribers import add_subscriber
+
+if TYPE_CHECKING:  # pragma: no cover  (imports torch: only when an as_neuron recorder starts)
+    from neuronkit.sources.kernel_forecast import KernelForecast
 
 __all__ = ["CompileRecorder"]
 
@@ -61,11 +71,14 @@ class CompileRecorder:
     per thread / ``contextvars`` context).
     ``quiet``: hide torch's own recompile-limit warning (neuronkit warns instead); the recorder
     never turns on any torch logging itself.
+    ``as_neuron``: apply Neuron's compile rules while recording (module docstring); the header
+    says so (``"as_neuron": {"rules": [...], "device": ...}``).
     """
 
     def __init__(self, log_path: str | os.PathLike[str] | None = None, *, device: str | None = None,
                  backend: str | None = None, rank: int | None = None, context: str = "",
-                 quiet: bool = True, header: dict[str, Any] | None = None) -> None:
+                 quiet: bool = True, header: dict[str, Any] | None = None,
+                 as_neuron: bool = False) -> None:
         if rank is not None and (not isinstance(rank, int) or rank < 0):
             raise ValueError(f"rank must be a non-negative int, got {rank!r}")
         told, told_backend = bool(device), bool(backend)
@@ -87,6 +100,9 @@ class CompileRecorder:
         claimed_backend = self.backend if told_backend else ""
         extra = {k: v for k, v in (header or {}).items()
                  if k not in ("format", "version", "device", "backend", "rank")}
+        self.as_neuron = bool(as_neuron)
+        if self.as_neuron:  # the device it really ran on: the counts are a rehearsal
+            extra["as_neuron"] = {"rules": list(neuron_rules.RULES), "device": self.device}
         # one file, one writer: refused if another recorder writes log_path
         self._file = LogFile(self, default_header(device=claimed, backend=claimed_backend,
                                                   rank=self.rank, **extra), log_path)
@@ -100,6 +116,10 @@ class CompileRecorder:
         self._subscribers: list[Callable[[CompileEvent], Any]] = []
         self._in_progress = InProgress(self._subscriber_failed)
         self._variants: set[tuple[str, str]] = set()  # function variants graphed here
+        self._forecast: KernelForecast | None = None    # as_neuron: eager kernels, see start()
+        self._counting: Any = None
+        self._counting_thread = 0
+        self._rules_scope = 0
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -121,8 +141,38 @@ class CompileRecorder:
             except BaseException:
                 self._file.leave()
                 raise
+            if self.as_neuron:
+                self._start_rules()
             self._started = time.perf_counter()
         return self
+
+    def _start_rules(self) -> None:
+        """as_neuron: enter Neuron's compile rules, and forecast the eager kernels of this
+        thread until stop() (a ``kernels`` event at each safe point)."""
+        from neuronkit.sources.kernel_forecast import KernelForecast
+
+        self._rules_scope = neuron_rules.enter()
+        self._forecast = KernelForecast(self)
+        self._counting = self._forecast.counting()
+        try:
+            self._counting.__enter__()
+        except Exception as exc:  # a torch without ignore_compile_internals: rules, no forecast
+            self._forecast = self._counting = None
+            say(f"neuronkit as_neuron: no eager-kernel forecast ({exc})")
+        self._counting_thread = threading.get_ident()
+
+    def _stop_rules(self) -> None:
+        """Leave what :meth:`_start_rules` entered (the forecast's mode only in its thread:
+        dispatch modes are per thread)."""
+        counting, self._counting, self._forecast = self._counting, None, None
+        try:
+            if counting is not None and threading.get_ident() == self._counting_thread:
+                counting.__exit__(None, None, None)
+            elif counting is not None:
+                say("neuronkit as_neuron: stopped from another thread than the one that "
+                    "started it: that thread's eager ops are no longer forecast")
+        finally:
+            neuron_rules.leave(self._rules_scope)
 
     def stop(self) -> CompileRecorder:
         """Stop recording (a safe point first, see :meth:`safe_point`); torch's logging is left as
@@ -131,6 +181,8 @@ class CompileRecorder:
             try:
                 self.safe_point()
             finally:
+                if self.as_neuron:
+                    self._stop_rules()
                 TAP.detach(self)
                 NEURON.forget(self)
                 self._in_progress.end()  # no end will reach a stopped recorder
@@ -232,10 +284,14 @@ class CompileRecorder:
         ends, ``stop()``). ``wait=False`` synchronizes only when a NEFF build is pending, so a
         steady step costs none (the Trainer callback's step end). A pending async error of the
         user's own work is raised here, as the user's next synchronize would. Off Neuron it
-        does nothing. The NEFF builds in ``compiling`` then end."""
+        does nothing (as_neuron: the eager kernels forecast since the last safe point, one
+        ``kernels`` event). The NEFF builds in ``compiling`` then end."""
         building = self._in_progress.open_ids("device")
         NEURON.settle(self, wait)
         self._in_progress.end(building)  # resolved, or unknowable: no later safe point knows more
+        forecast = self._forecast
+        if forecast is not None:  # as_neuron: the eager kernels forecast since the last one
+            forecast.checkpoint()
 
     def update(self, seq: int, **fields: Any) -> CompileEvent:
         """Set fields resolved after the event was recorded (``CompileLog.update``); set in
@@ -260,6 +316,8 @@ class CompileRecorder:
         """Take a source's event: this recorder's copy gets its rank, context, device (torch's
         word first, else the setting), backend and notes, is logged and handed to subscribers."""
         notes = self._notes.get()
+        if self.as_neuron and event.kind in GRAPH_KINDS and event.compile_id:
+            notes = {**neuron_rules.notes_for(event.compile_id), **(notes or {})}
         event = dataclasses.replace(
             event, device=event.device or self.device, backend=event.backend or self.backend,
             rank=self.rank, context=self._context_of(event),

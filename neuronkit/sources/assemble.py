@@ -83,7 +83,9 @@ def _wrapped_callable(code: types.CodeType, closure: Any) -> Any:
     """The function a functools.wraps-style wrapper frame passes its call to, else None: the
     code takes ``*args`` or ``**kwargs``, passes arguments on with ``f(*args, **kwargs)``, and a
     closure cell holds a Python function or method (transformers' ``deprecate_kwarg`` and
-    ``can_return_tuple`` wrappers, accelerate's autocast wrapper of ``forward``)."""
+    ``can_return_tuple`` wrappers, accelerate's autocast wrapper of ``forward``) or a module
+    (``torch.compile(module)`` calls it through torch/_dynamo/external_utils.py ``wrap_inline``'s
+    ``inner``: named after the module's ``forward``)."""
     if not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or not any(
             i.opname == "CALL_FUNCTION_EX" for i in dis.get_instructions(code)):
         return None
@@ -95,6 +97,8 @@ def _wrapped_callable(code: types.CodeType, closure: Any) -> Any:
         if isinstance(value, (types.FunctionType, types.MethodType)) \
                 and getattr(value, "__code__", None) is not code:
             return value
+        if hasattr(value, "_modules") and callable(getattr(type(value), "forward", None)):
+            return value.forward  # a module: torch.compile(module) calls it through wrap_inline
     return None
 
 

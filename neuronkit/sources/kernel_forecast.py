@@ -44,8 +44,11 @@ artifact's *runtime* ops reach the mode (with the ``eager`` / ``aot_eager`` back
 fused kernels do not dispatch). Those ops are part of the graph's NEFF on Neuron, not eager
 kernels, so they are skipped: Dynamo installs every compiled graph wrapped in
 ``torch._dynamo.disable(..., reason="do not trace Dynamo-compiled graph")``, and an op whose
-Python stack holds that wrapper's frame runs inside a compiled graph. Ops Dynamo leaves to
-Python (around a graph break) run outside any graph and are counted, as they are eager on Neuron.
+Python stack holds that wrapper's frame runs inside a compiled graph. A compiled graph's backward
+runs from autograd, outside that wrapper: an op whose stack holds AOTAutograd's
+``CompiledFunction._backward_impl`` runs inside the backward graph (its NEFF on Neuron) and is
+skipped too. Ops Dynamo leaves to Python (around a graph break) run outside any graph and are
+counted, as they are eager on Neuron.
 """
 from __future__ import annotations
 
@@ -70,6 +73,8 @@ from neuronkit.sources.sink import say
 __all__ = ["KernelForecast", "forecast_kernels", "reset_forecast", "counting", "checkpoint"]
 
 _GRAPH_REASON = "do not trace Dynamo-compiled graph"   # torch/_dynamo/output_graph.py
+# a compiled graph's backward: torch/_functorch/_aot_autograd/runtime_wrappers.py
+_BACKWARD = ("_backward_impl", os.path.join("_aot_autograd", "runtime_wrappers.py"))
 _SEEN: set[tuple[Any, ...]] = set()   # every key counted in this process
 _SEEN_LOCK = threading.Lock()
 _LOCAL = threading.local()            # per thread: the active forecasts (dispatch modes are too)
@@ -270,8 +275,8 @@ class _Plan(NamedTuple):
 
 def _scan(places: set[tuple[str, int]]) -> tuple[set[tuple[str, int]], FrameType | None] | None:
     """The ``places`` on the caller's stack and the op's caller (the first frame outside the
-    dispatch machinery), or None inside a Dynamo-compiled graph (module docstring): there
-    nothing is an eager kernel."""
+    dispatch machinery), or None inside a Dynamo-compiled graph or its backward (module
+    docstring): there nothing is an eager kernel."""
     code = _DISABLED_CODE[0] if _DISABLED_CODE else None
     found: set[tuple[str, int]] = set()
     caller = None
@@ -282,6 +287,8 @@ def _scan(places: set[tuple[str, int]]) -> tuple[set[tuple[str, int]], FrameType
             caller = frame
         if f_code is code and getattr(frame.f_locals.get("self"), "msg", None) == _GRAPH_REASON:
             return None
+        if f_code.co_name == _BACKWARD[0] and f_code.co_filename.endswith(_BACKWARD[1]):
+            return None  # inside a compiled graph's backward: part of its NEFF on Neuron
         if places and (f_code.co_filename, f_code.co_firstlineno) in places:
             found.add((f_code.co_filename, f_code.co_firstlineno))
         frame = frame.f_back

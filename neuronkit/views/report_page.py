@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from neuronkit.advice.bill import Bill, as_neuron_of, compile_bill
 from neuronkit.advice.diagnose import diagnose
 from neuronkit.advice.excerpts import cut_long
 from neuronkit.advice.finding import Advice
@@ -25,6 +26,7 @@ from neuronkit.events.event import GRAPH_KINDS
 from neuronkit.events.facts import number
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.safe import html_attr, html_text
+from neuronkit.views.bill_text import bill_html
 from neuronkit.views.charts import graph_growth, png_bytes, timeline
 from neuronkit.views.html import STYLE, advice_html, events_table_html
 from neuronkit.views.report_facts import (
@@ -193,13 +195,14 @@ def _section(heading: str, body: str) -> str:
 def report_page(log: CompileLog, *, advice: Sequence[Advice] | None = None,
                 title: str | None = None, extra_sections: Sequence[tuple[str, str]] = (),
                 limit: int | None = TABLE_ROWS,
-                summary: list[dict[str, Any]] | None = None) -> str:
+                summary: list[dict[str, Any]] | None = None, bill: Bill | None = None) -> str:
     """One self-contained HTML page: the header (device, backend, versions, ranks, a synthetic
     log's flag, wall time, compile and NEFF seconds), the advice, per-rank totals, the summary
     per function, the newest ``limit`` events (None: all, up to ``MOST_ROWS``) and the charts.
 
     ``advice`` / ``summary``: ``diagnose(log)`` / ``log.summary()`` if already made (else made
-    here). ``extra_sections``: (heading, HTML fragment) pairs placed after the header; the
+    here). ``bill``: the compile bill shown first (``compile_bill``; made here for a log recorded
+    ``as_neuron``, else none). ``extra_sections``: (heading, HTML fragment) pairs placed after the header; the
     fragment must already be safe (escaped by its maker), the heading is escaped here.
     """
     recorded = log
@@ -214,6 +217,10 @@ def report_page(log: CompileLog, *, advice: Sequence[Advice] | None = None,
     heading = title if title is not None else (
         "neuronkit compile report" + (f": {name}" if name else ""))
     body = [f"<h1>{_text(heading)}</h1>", _header_html(cut, facts)]
+    if bill is None and as_neuron_of(cut) is not None:
+        bill = compile_bill(cut)
+    if bill is not None:
+        body.append(_section("Compile bill", bill_html(bill)))
     body += [_section(h, fragment) for h, fragment in extra_sections]
     body += [_section("Advice", f'<div class="nk-advice">{advice_html(findings)}</div>'),
              _section("Per rank", _ranks_html(cut, facts)),

@@ -208,3 +208,16 @@ def test_a_saved_log_is_checked_alike(tmp_path):
     store_fx(tmp_path, FX1)
     check = check_cache(CompileLog.load(path), tmp_path)
     assert [g.verdict for g in check.graphs] == ["load", "build"]
+
+
+def test_a_log_file_or_run_folder_is_read(tmp_path):
+    """``nk.check_cache(path, DIR)`` reads the run itself, as ``neuronkit cache check`` does."""
+    import neuronkit as nk
+
+    path = tmp_path / "run" / "a.jsonl"
+    log = CompileLog(path=path)
+    log.append(event([fx(FX1)]))
+    log.release()
+    store_fx(tmp_path / "cache", FX1)
+    for source in (path, str(path.parent)):
+        assert [g.verdict for g in nk.check_cache(source, tmp_path / "cache").graphs] == ["load"]

@@ -246,3 +246,20 @@ def test_a_variant_after_torch_compiler_reset_is_first_again():
                  None, state, F, 8)
     assert (e.kind, e.changed, e.graph_count) == ("first", "", 2)
     assert e.metrics["code_graphs_before"] == 1
+
+
+def test_a_compiled_module_is_named_after_its_forward(compiler_reset):
+    """``torch.compile(module)`` calls the module through torch's ``wrap_inline`` frame
+    (``inner`` in torch/_dynamo/external_utils.py): the event names the module's forward."""
+    import torch
+
+    import neuronkit as nk
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    with nk.CompileRecorder() as rec:
+        torch.compile(model, backend="eager")(torch.ones(2, 4))
+    (event,) = rec.log.events
+    assert event.function == "Sequential.forward"
+    assert event.location.endswith(("container.py:" + str(
+        torch.nn.Sequential.forward.__code__.co_firstlineno)))
+    assert event.metrics["frame"]["name"] == "inner"
