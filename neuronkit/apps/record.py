@@ -116,13 +116,11 @@ def record(command: list[str], log_dir: str | os.PathLike[str] | None = None,
 
 def _write_manifest(folder: Path, command: list[str]) -> None:
     """The run's manifest beside its logs (every graph it built, and the command: what
-    ``neuronkit warmup --manifest`` builds ahead of time); a failure is said, not raised."""
+    ``neuronkit warmup --manifest`` builds ahead of time), written quietly (docs/cli.md names
+    it); a failure is said, not raised."""
     from neuronkit.workloads.run_manifest import write_run_manifest
 
     try:
-        path = write_run_manifest(folder, command)
+        write_run_manifest(folder, command)
     except (OSError, ValueError) as exc:
         print(terminal_safe(f"neuronkit record: no manifest written: {exc}"), file=sys.stderr)
-        return
-    print(terminal_safe(f"neuronkit record: manifest {path}: neuronkit warmup --manifest {path} "
-                        "-j N builds its graphs ahead of time"), file=sys.stderr)
