@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
+from neuronkit.apps.cli_buckets import add_buckets_command
 from neuronkit.apps.cli_cache import add_cache_command, cache_check_argv
 from neuronkit.apps.cli_common import (
     EXIT_ERROR,
@@ -245,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_warmup_command(sub)
     add_job_commands(sub)
     add_run_commands(sub)
+    add_buckets_command(sub)
     return parser
 
 

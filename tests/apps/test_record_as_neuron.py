@@ -108,6 +108,15 @@ def recorded(folder: Path) -> nk.CompileLog:
     return nk.CompileLog.load(path)
 
 
+def _torch_defaults() -> dict[str, str]:
+    """This environment without what would change torch.compile's defaults in the script: an
+    earlier test's ``nk.fixed_shape_args`` leaves ``$ACCELERATE_DYNAMO_USE_DYNAMIC`` set (by
+    design: it is how Trainer's accelerate gets dynamic=False), and neuronkit's own switches."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("ACCELERATE_DYNAMO_", "NEURONKIT_AS_NEURON", "NEURONKIT_RECORD",
+                                 "NEURONKIT_PRECOMPILE", "TORCHDYNAMO_"))}
+
+
 @pytest.mark.slow  # two fresh Pythons training the tiny model with torch.compile (~70 s)
 def test_record_as_neuron_gives_the_static_graphs_and_their_backwards(tmp_path, script,
                                                                        tiny_model_path):
@@ -117,7 +126,7 @@ def test_record_as_neuron_gives_the_static_graphs_and_their_backwards(tmp_path, 
         folder = tmp_path / name
         done = subprocess.run([str(BIN / "neuronkit"), "record", *flags, "--log-dir", str(folder),
                                "--", sys.executable, str(script), str(tiny_model_path)],
-                              env={**os.environ, "BACKEND": "eager"}, capture_output=True,
+                              env={**_torch_defaults(), "BACKEND": "eager"}, capture_output=True,
                               text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         runs[name] = recorded(folder)
