@@ -427,5 +427,7 @@ def test_shipped_sample_logs_carry_no_machine_paths():
         text = sample.read_text()
         for prefix in ("/work", "/tmp", "/home", "/root", "/usr", "site-packages"):
             assert prefix not in text, (sample.name, prefix)
+        if sample.name.endswith("_traffic.jsonl"):  # request lengths (neuronkit buckets), no log
+            continue
         log = CompileLog.load(sample)
         assert all(": bucket " not in e.context for e in log.events), sample.name
