@@ -38,7 +38,8 @@ from neuronkit.events.facts import compile_seconds, graphs, neff_seconds, readab
 from neuronkit.log.compile_log import CompileLog
 from neuronkit.log.open import open_log
 
-__all__ = ["GraphPair", "Rebuild", "RunDiff", "diff_logs", "graph_words", "run_name", "shapes_words"]
+__all__ = ["GraphPair", "Rebuild", "RunDiff", "diff_logs", "graph_words", "run_name", "shapes_words",
+           "two_names"]
 
 MOVED_S = 0.5  # a matched graph's seconds moved when they changed by this much ...
 MOVED_SHARE = 0.2  # ... and by this share of run A's seconds
@@ -147,9 +148,10 @@ def _load(source: Source) -> CompileLog:
     return source if isinstance(source, CompileLog) else open_log(source)
 
 
-def _names(names: Sequence[str]) -> tuple[str, str]:
+def two_names(names: Sequence[str]) -> tuple[str, str]:
+    """Two runs' names, checked (``diff_logs`` and the dashboard's comparison take them)."""
     if isinstance(names, str) or len(names) != 2 or not all(isinstance(n, str) for n in names):
-        raise TypeError(f"names must be two strings, like ('before', 'after'), got {names!r}")
+        raise TypeError(f"names must be two strings, like ('naive', 'bucketed'), got {names!r}")
     if names[0] == names[1]:
         raise ValueError(f"the two runs need different names, got {names[0]!r} twice")
     return names[0], names[1]
@@ -273,7 +275,7 @@ def _notes(logs: tuple[CompileLog, CompileLog], events: tuple[list[CompileEvent]
 
 def diff_logs(a: Source, b: Source, names: Sequence[str] = ("A", "B")) -> RunDiff:
     """Compare run ``a`` with run ``b`` (each a :class:`CompileLog`, a log file or a run folder)."""
-    name_a, name_b = _names(names)
+    name_a, name_b = two_names(names)
     logs = (_load(a), _load(b))
     events = tuple(bounded_events(readable(log.events)) for log in logs)
     ranked = all(len({e.rank for e in ev}) > 1 for ev in events)

@@ -42,6 +42,7 @@ class _Tail:
     warned: int = 0                     # bad lines already said
     refused: str = ""                   # not a neuronkit log: why (said once, then skipped)
     offset_s: float = 0.0               # its host clock's lead over the reference host's
+    keys_merged: int = 0                # its cache keys' parts already in the merged log
 
     @property
     def closed(self) -> bool:
@@ -158,7 +159,10 @@ class Follower:
             event.seq = len(self.log.events)
             self.log.events.append(event)
         self._merge_header()
-        self.log.key_parts.merge(t.reader.key_parts for t in self._tails.values() if t.reader)
+        for tail in self._tails.values():  # the cache keys' parts: only a log with new keys
+            if tail.reader is not None and len(tail.reader.key_parts) > tail.keys_merged:
+                self.log.key_parts.merge([tail.reader.key_parts])
+                tail.keys_merged = len(tail.reader.key_parts)
         return new
 
     def _merge_header(self) -> None:

@@ -26,6 +26,7 @@ from matplotlib import figure
 from matplotlib.artist import Artist
 
 from neuronkit.advice.excerpts import bounded_events, cut_long
+from neuronkit.advice.run_diff import two_names
 from neuronkit.events.event import GRAPH_KINDS, CompileEvent
 from neuronkit.events.facts import (
     as_events,
@@ -114,14 +115,6 @@ def projected_seconds(graph_count: int, wall_s: float | None, compiling_s: float
     return execution + graph_count * compile_cost_s
 
 
-def _names(names: Sequence[str]) -> tuple[str, str]:
-    if isinstance(names, str) or len(names) != 2 or not all(isinstance(n, str) for n in names):
-        raise TypeError(f"names must be two strings, like ('naive', 'bucketed'), got {names!r}")
-    if names[0] == names[1]:
-        raise ValueError(f"the two runs need different names, got {names[0]!r} twice")
-    return names[0], names[1]
-
-
 def _wall(run: Run) -> float | None:
     wall = getattr(run, "wall_time_s", None)
     return float(wall) if isinstance(wall, (int, float)) and math.isfinite(wall) else None
@@ -181,7 +174,7 @@ def compare_logs(a: Run, b: Run, names: Sequence[str] = ("A", "B"),
 
     ``compile_cost_s``: the assumed seconds of one Neuron compile, for the projection.
     """
-    name_a, name_b = _names(names)
+    name_a, name_b = two_names(names)
     if isinstance(compile_cost_s, bool) or not isinstance(compile_cost_s, (int, float)) \
             or not math.isfinite(compile_cost_s) or compile_cost_s < 0:
         raise ValueError(f"compile_cost_s must be a finite number of seconds >= 0, "
@@ -323,7 +316,7 @@ def compare_chart(a: Run, b: Run, names: Sequence[str] = ("A", "B"),
     """Both runs' compiles on one axes: seconds since each run's first event (x), compile
     seconds (y; a log scale when they span orders of magnitude), one colour per run; graphs are
     circles (A) and squares (B), limit hits crosses."""
-    run_names = _names(names)
+    run_names = two_names(names)
     fig, ax = figure_axes(None, figsize)
     runs = []
     for events in (readable(as_events(a)), readable(as_events(b))):

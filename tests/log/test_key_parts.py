@@ -91,3 +91,19 @@ def test_long_texts_are_cut_and_old_logs_have_no_lookups(tmp_path):
         warnings.simplefilter("error")
         loaded = CompileLog.load(path)
     assert loaded.events[0].cache_key == [] and len(loaded.key_parts) == 0
+
+
+def test_a_followed_log_brings_its_keys_parts_as_they_are_written(tmp_path):
+    """``nk.follow``'s merged log holds the parts of every key written so far, new ones too."""
+    import neuronkit as nk
+
+    path = tmp_path / "run.jsonl"
+    log = _log(path)
+    follower = nk.follow(path)
+    follower.poll()
+    assert set(follower.log.key_parts.keys()) == {"k1", "k2"}
+    follower.poll()  # nothing new: the same
+    log.add_key_parts("neff", "n1", {"NEURON_CC_FLAGS": ("d7", "-O1")})
+    log.append(CompileEvent(function="g"))
+    follower.poll()
+    assert follower.log.key_parts.described("n1") == {"NEURON_CC_FLAGS": "-O1"}
